@@ -1,0 +1,40 @@
+"""The inner layers stay pure: no trio, no sockets, nothing of the server (architecture.md)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE_PACKAGES = ["kcore/protocol", "kcore/record", "kcore/log"]
+FORBIDDEN = ("trio", "socket", "kcore.server", "kcore.client", "kcore.testing", "kcore.mirror")
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("package", PURE_PACKAGES)
+def test_layering_pure_package_imports_no_io_layer(package):
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert files, f"{package} has no modules"
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in _imports(path)
+        if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_layering_checker_sees_a_forbidden_import(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import trio\nfrom kcore.server.x import y\n")
+    assert _imports(probe) == ["trio", "kcore.server.x"]
