@@ -102,6 +102,8 @@ class Request:
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (without its 4-byte size prefix).
 
+    Bytes after the body are ignored, as Kafka ignores them (see below).
+
     Raises :class:`UnsupportedVersion` for an unknown API key or version (the server answers
     UNSUPPORTED_VERSION; for ApiVersions, with the v0 fallback of
     :func:`api_versions_fallback_response`) and :class:`MalformedMessage` for anything else
@@ -129,11 +131,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     except MalformedMessage as e:
         e.correlation_id = correlation_id
         raise
-    if pos != len(buf):
-        raise MalformedMessage(
-            f"{len(buf) - pos} unexpected bytes after {api.name} v{version} request",
-            correlation_id,
-        )
+    # Bytes after the body are ignored, as Kafka does: librdkafka up to at least 2.16 leaves
+    # three stray bytes after an all-topics Metadata v9+ request (librdkafka issue #5049), and
+    # refusing them would break every librdkafka metadata refresh.
     return Request(header, api, body)
 
 
