@@ -1,0 +1,1 @@
+"""Tests of kcore.record: batch views, builders, codecs, control records."""
