@@ -213,7 +213,9 @@ class Generator:
         if fd.is_struct:
             fn = f"r_{_struct_fn(fd.struct)}"
             if self._nullable(fd):
-                e.emit(depth, "if buf[pos] == 255:")  # int8 -1: null
+                # The marker is an int8: Kafka reads any negative one as null (writing -1) and
+                # anything else as present (writing 1).
+                e.emit(depth, "if buf[pos] >= 128:")
                 e.emit(depth + 1, f"{target} = None")
                 e.emit(depth + 1, "pos += 1")
                 e.emit(depth, "else:")

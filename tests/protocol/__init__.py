@@ -1,0 +1,1 @@
+"""Protocol tests (a package so that ``strategies.py`` is imported relative to the tests)."""
