@@ -1,0 +1,194 @@
+"""The ``.log`` file of a segment: appended batches, read back as headers or file slices.
+
+Byte layout: record batches v2 back to back, exactly as received and stamped (see
+``kcore/record/batch.py``); nothing else — no file header, no padding. Batch *i* starts where
+batch *i - 1* ends; the offset index maps offsets to these positions.
+
+Writes are plain ``pwrite`` calls at the end of the file (the size is tracked here, so a
+truncation followed by a write lands exactly where it should, which ``O_APPEND`` would not
+guarantee after ``ftruncate``). Nothing is fsynced unless :meth:`flush` is called: like Kafka,
+kcore relies on the page cache and on replication, and the log loader truncates a torn tail
+after a crash.
+
+Reads never copy record data into Python objects on the hot path: :meth:`slice` returns a
+:class:`FileSlice` the server sends with ``os.sendfile``; only batch headers are read with
+``pread`` (61 bytes each) to find positions.
+
+Who may call it: the owning :class:`~kcore.log.segment.LogSegment`, under the partition log's
+lock; :class:`FileSlice` objects may be read or sent by the server afterwards (the file stays
+open until the segment's deferred deletion, ``file.delete.delay.ms``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcore.record.batch import BATCH_HEADER, BATCH_OVERHEAD, LOG_OVERHEAD, RecordBatch
+from kcore.record.errors import CorruptRecordError
+
+# base offset, batch length, partition leader epoch, magic: the first 17 bytes of any batch.
+_PREFIX = struct.Struct(">qiib")
+HEADER_SIZE = BATCH_HEADER.size  # 61
+# Recovery and scans read the file in chunks of this size (whole batches are re-read when a
+# batch straddles a chunk boundary).
+SCAN_CHUNK_BYTES = 1 << 20
+_IOV_MAX = 1024  # buffers per pwritev call (Linux)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    """Where a batch lies in the file, with the header fields lookups need."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """``length`` bytes of a segment file from ``position``: send it, or read it."""
+
+    records: FileRecords
+    position: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+    def fileno(self) -> int:
+        return self.records.fd
+
+    def read(self) -> bytes:
+        """The bytes (a copy; the server prefers ``os.sendfile(sock, fileno(), position, n)``)."""
+        return self.records.pread(self.position, self.length)
+
+
+class FileRecords:
+    """An open ``.log`` file (see the module docstring)."""
+
+    def __init__(self, path: Path | str, *, create: bool = True) -> None:
+        self.path = Path(path)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self.fd = os.open(self.path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, data) -> int:
+        """Write ``data`` at the end; returns the position it starts at.
+
+        ``data`` is a bytes-like object, or an object with ``parts`` (a list of bytes-likes)
+        written with one ``pwritev`` so that the parts are never joined in memory.
+        """
+        position = self.size
+        parts = [memoryview(p) for p in data.parts] if hasattr(data, "parts") else [data]
+        offset = position
+        while parts:
+            # pwritev takes at most IOV_MAX buffers and may write less than asked.
+            written = os.pwritev(self.fd, parts[:_IOV_MAX], offset)
+            offset += written
+            while parts and written >= len(parts[0]):
+                written -= len(parts[0])
+                parts.pop(0)
+            if parts and written:
+                parts[0] = memoryview(parts[0])[written:]
+        self.size = offset
+        return position
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns how many bytes were removed."""
+        if size > self.size or size < 0:
+            raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {size}")
+        removed = self.size - size
+        if removed:
+            os.ftruncate(self.fd, size)
+            self.size = size
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def rename_to(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def pread(self, position: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, position)
+        if len(data) != length:
+            raise CorruptRecordError(
+                f"{self.path}: read of {length} bytes at {position} returned {len(data)}"
+            )
+        return data
+
+    def slice(self, position: int, length: int) -> FileSlice:
+        return FileSlice(self, position, length)
+
+    def batch_at(self, position: int) -> BatchPosition | None:
+        """The header of the batch at ``position``, or None at (or past) the end of the data."""
+        if position + HEADER_SIZE > self.size:
+            if position < self.size:
+                raise CorruptRecordError(f"{self.path}: partial batch header at {position}")
+            return None
+        header = BATCH_HEADER.unpack_from(os.pread(self.fd, HEADER_SIZE, position))
+        base, length, epoch, magic = header[0], header[1], header[2], header[3]
+        if magic != 2 or length < BATCH_OVERHEAD - LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"{self.path}: bad batch header at {position} (magic {magic}, length {length})"
+            )
+        size = length + LOG_OVERHEAD
+        if position + size > self.size:
+            raise CorruptRecordError(f"{self.path}: batch at {position} runs past the end")
+        return BatchPosition(position, size, base, base + header[6], epoch, header[8])
+
+    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
+        """Batch headers from ``position`` to ``end`` (default: the end of the file)."""
+        end = self.size if end is None else end
+        while position < end:
+            b = self.batch_at(position)
+            if b is None:
+                return
+            yield b
+            position += b.size
+
+    def full_batches_from(self, position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """Whole batches (as views over chunk copies) from ``position``, for scans and recovery.
+
+        Stops at the first bytes that are not a complete batch; the caller compares the
+        position reached with :attr:`size` to see whether a torn tail is left.
+        """
+        while position < self.size:
+            chunk = os.pread(self.fd, max(SCAN_CHUNK_BYTES, HEADER_SIZE), position)
+            view = memoryview(chunk)
+            offset = 0
+            while offset + LOG_OVERHEAD <= len(view):
+                (length,) = struct.unpack_from(">i", view, offset + 8)
+                size = length + LOG_OVERHEAD
+                if length < BATCH_OVERHEAD - LOG_OVERHEAD:
+                    return  # garbage length: the caller truncates here
+                if offset + size > len(view):
+                    if offset == 0:  # one batch larger than the chunk: read it whole
+                        whole = os.pread(self.fd, size, position)
+                        if len(whole) < size:
+                            return
+                        view = memoryview(whole)
+                    else:
+                        break
+                yield position + offset, RecordBatch(view[offset : offset + size])
+                offset += size
+            if offset == 0:
+                return
+            position += offset

@@ -1,0 +1,189 @@
+"""Opening a partition log from its directory, and recovering what a crash left behind.
+
+Steps (Kafka's LogLoader, simplified where kcore has no swap-based cleaning yet):
+
+1. Leftovers of interrupted operations are resolved: ``.deleted`` and ``.cleaned`` files are
+   removed; a ``.swap`` file (a finished cleaner output) replaces its original.
+2. Every ``<base>.log`` becomes a :class:`LogSegment`; an index file that is missing or fails
+   its sanity check is rebuilt from the ``.log``.
+3. After an **unclean** shutdown every segment from the one holding the recovery point onward is
+   rescanned (:meth:`LogSegment.recover`): CRCs checked, a torn or corrupt tail truncated, and
+   every segment after a corrupt one deleted, since data after a hole cannot be trusted. What
+   was cut is logged. After a **clean** shutdown nothing is scanned: indexes were trimmed and
+   producer state snapshotted at close.
+4. The leader-epoch cache is cut to ``[log start, LEO)``; producer state is loaded from the
+   newest snapshot at or below the LEO and the batches after it are replayed.
+
+Who may call it: the log manager, once per partition at startup or when a partition is created.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from kcore.log import files
+from kcore.log.checkpoint import LeaderEpochCheckpointFile
+from kcore.log.errors import LogError
+from kcore.log.leader_epoch_cache import LeaderEpochFileCache
+from kcore.log.partition_log import PartitionLog, replay_producer_state
+from kcore.log.producer_state import ProducerStateManager
+from kcore.log.segment import LogSegment, SegmentConfig
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+def _segment_config(config) -> SegmentConfig:
+    return SegmentConfig(config.index_interval_bytes, config.segment_index_bytes)
+
+
+def _producer_state(directory: Path, config) -> ProducerStateManager:
+    expiration = getattr(config, "producer_id_expiration_ms", 86_400_000)
+    return ProducerStateManager(directory, directory.name, expiration)
+
+
+def create_log(directory: Path | str, config, *, start_offset: int = 0, now_ms: int = 0):
+    """A new, empty partition log in ``directory`` (created if missing)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    segment = LogSegment(directory, start_offset, _segment_config(config), created_ms=now_ms)
+    epoch_cache = LeaderEpochFileCache(
+        LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+    )
+    psm = _producer_state(directory, config)
+    psm.update_map_end_offset(start_offset)
+    return PartitionLog(
+        directory,
+        config,
+        [segment],
+        log_start_offset=start_offset,
+        log_end_offset=start_offset,
+        recovery_point=start_offset,
+        epoch_cache=epoch_cache,
+        producer_state=psm,
+        now_ms=now_ms,
+    )
+
+
+def _clean_leftovers(directory: Path) -> None:
+    for name in sorted(os.listdir(directory)):
+        path = directory / name
+        if name.endswith((files.DELETED_FILE_SUFFIX, files.CLEANED_FILE_SUFFIX, ".tmp")):
+            log.info("%s: removing leftover %s", directory.name, name)
+            path.unlink(missing_ok=True)
+        elif name.endswith(files.SWAP_FILE_SUFFIX):
+            target = directory / name.removesuffix(files.SWAP_FILE_SUFFIX)
+            log.info("%s: completing interrupted swap of %s", directory.name, target.name)
+            os.replace(path, target)
+
+
+def load_log(
+    directory: Path | str,
+    config,
+    *,
+    recovery_point: int = 0,
+    log_start_offset: int = 0,
+    had_clean_shutdown: bool,
+    now_ms: int = 0,
+) -> PartitionLog:
+    """Open the partition log in ``directory`` (see the module docstring)."""
+    directory = Path(directory)
+    _clean_leftovers(directory)
+    bases = sorted(
+        files.offset_from_file_name(n)
+        for n in os.listdir(directory)
+        if n.endswith(files.LOG_FILE_SUFFIX)
+    )
+    if not bases:
+        return create_log(directory, config, start_offset=log_start_offset, now_ms=now_ms)
+    seg_config = _segment_config(config)
+    segments: list[LogSegment] = []
+    for base in bases:
+        missing_index = not files.index_file(directory, base).exists()
+        seg = LogSegment(directory, base, seg_config, created_ms=now_ms)
+        needs_rebuild = missing_index
+        if not needs_rebuild:
+            try:
+                seg.sanity_check()
+            except LogError as e:
+                log.warning("%s: %s; rebuilding the indexes", directory.name, e)
+                needs_rebuild = True
+        if needs_rebuild and had_clean_shutdown:
+            seg.recover()
+        segments.append(seg)
+
+    epoch_cache = LeaderEpochFileCache(
+        LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+    )
+    if not had_clean_shutdown:
+        segments = _recover_segments(directory, segments, recovery_point, epoch_cache)
+
+    for seg in segments[:-1]:
+        seg.on_become_inactive()
+    log_end_offset = segments[-1].next_offset()
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    log_start_offset = min(log_start_offset, log_end_offset)
+    epoch_cache.truncate_from_end(log_end_offset)
+    epoch_cache.truncate_from_start(log_start_offset)
+
+    psm = _producer_state(directory, config)
+    plog = PartitionLog(
+        directory,
+        config,
+        segments,
+        log_start_offset=log_start_offset,
+        log_end_offset=log_end_offset,
+        recovery_point=min(recovery_point, log_end_offset)
+        if had_clean_shutdown
+        else log_end_offset,
+        epoch_cache=epoch_cache,
+        producer_state=psm,
+        now_ms=now_ms,
+    )
+    for seg in segments:
+        first = seg.log.batch_at(0) if seg.size else None
+        seg.rolling_based_timestamp = first.max_timestamp if first else None
+    replay_from = psm.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
+    replay_producer_state(plog, replay_from)
+    return plog
+
+
+def _recover_segments(
+    directory: Path,
+    segments: list[LogSegment],
+    recovery_point: int,
+    epoch_cache: LeaderEpochFileCache,
+) -> list[LogSegment]:
+    """Rescan the segments from the recovery point; cut the log at the first bad byte."""
+    start = 0
+    for i, seg in enumerate(segments):
+        if seg.base_offset <= recovery_point:
+            start = i
+    # Epochs at or above the first rescanned segment are rebuilt from the batches themselves.
+    epoch_cache.truncate_from_end(segments[start].base_offset)
+
+    def on_batch(batch) -> None:
+        latest = epoch_cache.latest_epoch
+        epoch = batch.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            epoch_cache.assign(epoch, batch.base_offset)
+
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        truncated = seg.recover(on_batch)
+        if truncated and i + 1 < len(segments):
+            doomed = segments[i + 1 :]
+            log.warning(
+                "%s: deleting %d segment(s) after the corruption in %s (offsets from %d)",
+                directory.name,
+                len(doomed),
+                seg.log.path.name,
+                doomed[0].base_offset,
+            )
+            for d in doomed:
+                d.delete()
+            return segments[: i + 1]
+    return segments

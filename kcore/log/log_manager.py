@@ -1,0 +1,247 @@
+"""The log manager: every partition log of this broker across its ``log.dirs``.
+
+Theory of operation
+-------------------
+Each entry of ``log.dirs`` holds ``meta.properties`` (which cluster and node it belongs to),
+four checkpoint files, an optional clean-shutdown marker and one folder per partition
+(``<topic>-<partition>``, with ``partition.metadata`` naming the topic id).
+
+* :meth:`LogManager.startup` checks every directory belongs to the same cluster and node, reads
+  the checkpoints, notes whether the last shutdown was clean (and removes the marker: a crash
+  from now on must be detected next time) and loads every partition folder with
+  :func:`~kcore.log.log_loader.load_log` — scanning nothing after a clean shutdown, recovering
+  from the recovery point after an unclean one.
+* :meth:`LogManager.tick` is called by the server with the time: it flushes logs whose
+  ``flush.ms`` passed, applies retention every ``log.retention.check.interval.ms``, writes the
+  recovery-point and log-start checkpoints every ``log.flush.offset.checkpoint.interval.ms``, and
+  removes segments whose ``file.delete.delay.ms`` expired. By default nothing is fsynced on the
+  append path: like Kafka, kcore relies on the page cache and on replication.
+* :meth:`LogManager.shutdown` closes every log (producer snapshots, trimmed indexes), writes the
+  checkpoints, and writes the clean-shutdown marker last.
+
+Who may call it: the replica manager and the server's maintenance task, one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from kcore.log.checkpoint import OffsetCheckpointFile
+from kcore.log.errors import LogError
+from kcore.log.log_dirs import (
+    MetaProperties,
+    parse_partition_dir_name,
+    random_uuid,
+    read_partition_metadata,
+    take_clean_shutdown,
+    write_clean_shutdown,
+    write_partition_metadata,
+)
+from kcore.log.log_loader import create_log, load_log
+from kcore.log.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        log_dirs: list[Path | str],
+        config_for: Callable[[str], object],
+        *,
+        retention_check_interval_ms: int = 300_000,
+        checkpoint_interval_ms: int = 60_000,
+    ) -> None:
+        """``config_for(topic)`` returns the topic's resolved ``LogConfig``."""
+        if not log_dirs:
+            raise ValueError("log.dirs is empty")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config_for = config_for
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.meta: MetaProperties | None = None
+        self.had_clean_shutdown = False
+        self._last_retention_ms = 0
+        self._last_checkpoint_ms = 0
+
+    # -- formatting and startup -------------------------------------------------------------
+
+    def format(self, cluster_id: str, node_id: int) -> None:
+        """Write ``meta.properties`` into every directory that has none (``kcore format``)."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            existing = MetaProperties.read(d)
+            if existing is None:
+                MetaProperties(cluster_id, node_id, random_uuid()).write(d)
+            elif (existing.cluster_id, existing.node_id) != (cluster_id, node_id):
+                raise LogError(
+                    f"{d} is formatted for cluster {existing.cluster_id} node {existing.node_id}, "
+                    f"not cluster {cluster_id} node {node_id}"
+                )
+
+    def startup(self, now_ms: int) -> None:
+        metas = []
+        for d in self.log_dirs:
+            meta = MetaProperties.read(d)
+            if meta is None:
+                raise LogError(f"{d} is not formatted (no meta.properties): run `kcore format`")
+            metas.append(meta)
+        if len({(m.cluster_id, m.node_id) for m in metas}) != 1:
+            raise LogError(
+                "log.dirs belong to different clusters or nodes: "
+                + ", ".join(
+                    f"{d}: {m.cluster_id}/{m.node_id}" for d, m in zip(self.log_dirs, metas)
+                )
+            )
+        self.meta = metas[0]
+        clean = [take_clean_shutdown(d) for d in self.log_dirs]
+        self.had_clean_shutdown = all(clean)
+        for d, was_clean in zip(self.log_dirs, clean):
+            self._load_dir(d, was_clean, now_ms)
+        self._last_retention_ms = self._last_checkpoint_ms = now_ms
+        log.info(
+            "loaded %d partition logs from %s (%s shutdown)",
+            len(self.logs),
+            ", ".join(map(str, self.log_dirs)),
+            "clean" if self.had_clean_shutdown else "unclean",
+        )
+
+    def _load_dir(self, d: Path, was_clean: bool, now_ms: int) -> None:
+        recovery = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT)
+        starts = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT)
+        recovery_points = recovery.read() if recovery.path.exists() else {}
+        start_offsets = starts.read() if starts.path.exists() else {}
+        for name in sorted(os.listdir(d)):
+            path = d / name
+            if not path.is_dir():
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):  # a deletion interrupted by a crash
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir_name(name)
+            if tp is None:
+                continue
+            topic_id = read_partition_metadata(path)
+            if topic_id is not None:
+                self.topic_ids[tp[0]] = topic_id
+            self.logs[tp] = load_log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=was_clean,
+                now_ms=now_ms,
+            )
+            self._dir_of[tp] = d
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(
+        self, topic: str, partition: int, topic_id: uuid.UUID, now_ms: int
+    ) -> PartitionLog:
+        """The partition's log, created empty (in the least-loaded directory) if missing."""
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for owner in self._dir_of.values():
+            counts[owner] += 1
+        d = min(self.log_dirs, key=lambda x: counts[x])
+        path = d / f"{topic}-{partition}"
+        plog = create_log(path, self.config_for(topic), now_ms=now_ms)
+        write_partition_metadata(path, topic_id)
+        self.logs[tp] = plog
+        self._dir_of[tp] = d
+        self.topic_ids[topic] = topic_id
+        return plog
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove a partition's log (its topic was deleted or the replica moved away)."""
+        tp = (topic, partition)
+        plog = self.logs.pop(tp, None)
+        d = self._dir_of.pop(tp, None)
+        if plog is None or d is None:
+            return
+        for seg in plog.segments:
+            seg.close()
+        doomed = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.rename(plog.dir, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        if not any(t == topic for t, _ in self.logs):
+            self.topic_ids.pop(topic, None)
+
+    def update_config(self, topic: str) -> None:
+        """Re-read a topic's config (after an AlterConfigs) into its open logs."""
+        config = self.config_for(topic)
+        for (t, _), plog in self.logs.items():
+            if t == topic:
+                plog.config = config
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        for plog in self.logs.values():
+            if now_ms - plog._last_flush_ms >= plog.config.flush_ms:
+                plog.flush(now_ms=now_ms)
+            plog.delete_pending_segments(now_ms)
+        if now_ms - self._last_retention_ms >= self.retention_check_interval_ms:
+            self._last_retention_ms = now_ms
+            for plog in self.logs.values():
+                plog.delete_old_segments(now_ms)
+        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self._last_checkpoint_ms = now_ms
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start and high-watermark checkpoints of every dir."""
+        for d in self.log_dirs:
+            mine = {tp: plog for tp, plog in self.logs.items() if self._dir_of.get(tp) == d}
+            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT).write(
+                {tp: p.recovery_point for tp, p in mine.items()}
+            )
+            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: p.log_start_offset for tp, p in mine.items() if p.log_start_offset > 0}
+            )
+            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT).write(
+                {tp: p.high_watermark for tp, p in mine.items()}
+            )
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for d in self.log_dirs:
+            f = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT)
+            if f.path.exists():
+                out.update(f.read())
+        return out
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: close every log, checkpoint, then mark the directories clean."""
+        for plog in self.logs.values():
+            plog.close()
+        self.checkpoint()
+        for d in self.log_dirs:
+            write_clean_shutdown(d, broker_epoch)
+        self.logs.clear()
+        self._dir_of.clear()

@@ -1,0 +1,820 @@
+"""The log of one partition (Kafka's UnifiedLog): segments, offsets, producer state, epochs.
+
+Theory of operation
+-------------------
+A partition log is a sequence of :class:`~kcore.log.segment.LogSegment` sorted by base offset;
+the last one is *active* and takes appends. Offsets:
+
+* **log start offset** — the first offset a reader may fetch (moved by retention and
+  DeleteRecords);
+* **log end offset (LEO)** — the offset the next appended record gets;
+* **high watermark (HW)** — set by the replica layer (on one broker: the LEO after an
+  acknowledged append); consumers read below it;
+* **last stable offset (LSO)** — ``min(HW, first offset of the earliest open transaction)``;
+  ``read_committed`` consumers read below it.
+
+Two ways in, as in Kafka:
+
+* :meth:`PartitionLog.append_as_leader` — a producer's or coordinator's batches: validated from
+  their headers only (magic, CRC, size, offsets, timestamps; records are decoded only for
+  compacted topics or a compression conversion), duplicate-checked, stamped with offsets and the
+  leader epoch *without copying the payload* (the 61-byte headers are patched copies; the
+  payloads are written straight from the request with ``pwritev``), then written.
+* :meth:`PartitionLog.append_as_follower` — batches that already have offsets and epochs (a
+  follower, or the mirror fetcher copying a source cluster byte for byte): checked for CRC and
+  offset continuity, written as they are, and recorded in producer state and the epoch cache.
+
+Reads return :class:`~kcore.log.file_records.FileSlice` objects (file, position, length) that the
+server sends with ``os.sendfile``, plus the aborted transactions a ``read_committed`` consumer
+needs to filter.
+
+Who may call it: the replica manager (and coordinators through it). Not thread-safe: the caller
+serialises calls per partition. Opening an existing log goes through
+:func:`kcore.log.log_loader.load_log`, which recovers what a crash left behind.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from kcore.log.file_records import FileSlice
+from kcore.log.leader_epoch_cache import LeaderEpochFileCache
+from kcore.log.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+    has_producer_id,
+)
+from kcore.log.segment import LogSegment, SegmentConfig
+from kcore.log.transaction_index import AbortedTxn
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.record.batch import (
+    BATCH_HEADER,
+    NO_TIMESTAMP,
+    RecordBatch,
+    iter_batches,
+)
+from kcore.record.control import ControlRecordType, read_control_record
+from kcore.record.errors import CompressionError, CorruptRecordError, UnsupportedMagicError
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 0x7FFFFFFF
+_HEADER_SIZE = BATCH_HEADER.size
+# Header positions patched on append (see kcore/record/batch.py for the layout).
+_BASE_OFFSET = slice(0, 8)
+_LEADER_EPOCH = slice(12, 16)
+_CRC = slice(17, 21)
+_ATTRIBUTES_POS = 21
+_MAX_TIMESTAMP = slice(35, 43)
+_TIMESTAMP_TYPE_BIT = 0x08
+
+
+class FetchIsolation(enum.Enum):
+    LOG_END = "log_end"  # followers (and the mirror's destination followers)
+    HIGH_WATERMARK = "high_watermark"  # read_uncommitted consumers
+    TXN_COMMITTED = "txn_committed"  # read_committed consumers
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int = NO_TIMESTAMP
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = NO_TIMESTAMP  # the time stamped on LogAppendTime topics, else -1
+    log_start_offset: int = 0
+    record_count: int = 0
+    valid_bytes: int = 0
+    duplicate: bool = False  # an idempotent retry: nothing was written, offsets are the original
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    records: list[FileSlice] = field(default_factory=list)
+    aborted_transactions: list[AbortedTxn] | None = None  # only for TXN_COMMITTED
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.records)
+
+
+@dataclass(slots=True)
+class _ValidatedBatch:
+    """One batch of an append, with the patched header to write in place of the original."""
+
+    batch: RecordBatch
+    header: bytearray | None  # None: written unchanged
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class PartitionLog:
+    """See the module docstring. Create with :meth:`create` or ``log_loader.load_log``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        log_end_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        now_ms: int = 0,
+    ) -> None:
+        self.dir = Path(directory)
+        self.config = config
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.recovery_point = recovery_point
+        self.high_watermark = log_start_offset
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._pending_deletes: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
+
+    # -- construction ----------------------------------------------------------------------
+
+    @property
+    def segment_config(self) -> SegmentConfig:
+        return SegmentConfig(self.config.index_interval_bytes, self.config.segment_index_bytes)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to ``[log start, LEO]``; returns the value set."""
+        hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.high_watermark = hw
+        self.producer_state.on_high_watermark_updated(hw)
+        return hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch's answer: ``(largest epoch <= epoch, its end offset)``."""
+        answer = self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+        return answer.epoch, answer.end_offset
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    # -- appending -------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records,
+        leader_epoch: int,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate, stamp and append a producer's (or coordinator's) batches.
+
+        Raises :class:`KafkaError` with the code the produce response carries
+        (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...); nothing is written then.
+        """
+        batches = self._frame(records)
+        if origin is AppendOrigin.CLIENT and len(batches) == 1:
+            dup = self._find_duplicate(batches[0])
+            if dup is not None:
+                return dup
+        append_time = now_ms if self._log_append_time else NO_TIMESTAMP
+        offset = self.log_end_offset
+        validated: list[_ValidatedBatch] = []
+        for batch in batches:
+            self._validate_leader_batch(batch, origin, now_ms)
+            header = bytearray(batch.buffer[:_HEADER_SIZE])
+            header[_BASE_OFFSET] = offset.to_bytes(8, "big", signed=True)
+            header[_LEADER_EPOCH] = leader_epoch.to_bytes(4, "big", signed=True)
+            max_ts = batch.max_timestamp
+            if append_time != NO_TIMESTAMP:
+                max_ts = append_time
+                header[_ATTRIBUTES_POS + 1] |= _TIMESTAMP_TYPE_BIT
+                header[_MAX_TIMESTAMP] = append_time.to_bytes(8, "big", signed=True)
+                crc = crc32c(batch.buffer[_HEADER_SIZE:], crc32c(header[_ATTRIBUTES_POS:]))
+                header[_CRC] = crc.to_bytes(4, "big")
+            last = offset + batch.last_offset_delta
+            validated.append(_ValidatedBatch(batch, header, offset, last, max_ts))
+            offset = last + 1
+        info = self._append(validated, origin, now_ms, leader_epoch=leader_epoch)
+        info.log_append_time = append_time
+        return info
+
+    def append_as_follower(
+        self, records, *, now_ms: int, origin: AppendOrigin = AppendOrigin.REPLICATION
+    ) -> LogAppendInfo:
+        """Append batches that already carry offsets and leader epochs (follower, mirror).
+
+        The bytes are written exactly as given. Raises :class:`KafkaError` CORRUPT_MESSAGE on
+        a bad batch and UNKNOWN_SERVER_ERROR ("unexpected append offset") when the first offset
+        is below the log end offset or offsets do not increase.
+        """
+        batches = self._frame(records)
+        validated = []
+        expected = self.log_end_offset
+        for batch in batches:
+            self._check_crc(batch)
+            if batch.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"unexpected append offset {batch.base_offset} in {self.name}: the log end "
+                    f"offset is {self.log_end_offset} and offsets must increase",
+                )
+            validated.append(
+                _ValidatedBatch(
+                    batch, None, batch.base_offset, batch.last_offset, batch.max_timestamp
+                )
+            )
+            expected = batch.last_offset + 1
+        return self._append(validated, origin, now_ms, leader_epoch=None)
+
+    @property
+    def _log_append_time(self) -> bool:
+        return str(self.config.message_timestamp_type) == "LogAppendTime"
+
+    def _frame(self, records) -> list[RecordBatch]:
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        try:
+            it = iter_batches(view)
+            batches = list(it)
+        except UnsupportedMagicError as e:
+            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
+        except CorruptRecordError as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
+        if it.trailing_bytes or not batches:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"records for {self.name} hold {it.trailing_bytes} bytes that are not a whole "
+                "record batch"
+                if batches
+                else f"no record batch in the records for {self.name}",
+            )
+        return batches
+
+    def _check_crc(self, batch: RecordBatch) -> None:
+        try:
+            batch.validate()
+        except (CorruptRecordError, CompressionError) as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
+
+    def _validate_leader_batch(self, batch: RecordBatch, origin: AppendOrigin, now_ms: int):
+        """Kafka's LogValidator, from the header alone wherever Kafka allows."""
+        self._check_crc(batch)
+        size = batch.size_in_bytes
+        if size > self.config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"record batch of {size} bytes exceeds max.message.bytes "
+                f"({self.config.max_message_bytes}) of {self.name}",
+            )
+        if origin is AppendOrigin.CLIENT and batch.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        count = batch.record_count
+        if count < 1 or batch.last_offset_delta != count - 1:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD,
+                f"record batch has {count} records but a last offset delta of "
+                f"{batch.last_offset_delta}",
+            )
+        if batch.is_transactional and not has_producer_id(batch.producer_id):
+            raise KafkaError(ErrorCode.INVALID_RECORD, "transactional batch without producer id")
+        if not self._log_append_time and origin is AppendOrigin.CLIENT:
+            before = self.config.message_timestamp_before_max_ms
+            after = self.config.message_timestamp_after_max_ms
+            for ts in (batch.base_timestamp, batch.max_timestamp):
+                if ts != NO_TIMESTAMP and (ts < now_ms - before or ts > now_ms + after):
+                    raise KafkaError(
+                        ErrorCode.INVALID_TIMESTAMP,
+                        f"timestamp {ts} of a record batch for {self.name} is out of range "
+                        f"[{now_ms - before}, {now_ms + after}]",
+                    )
+        if "compact" in self.config.cleanup_policy and not batch.is_control:
+            # The one case where records must be read: the cleaner needs a key on each.
+            try:
+                missing = any(r.key is None for r in batch.records())
+            except (CorruptRecordError, CompressionError) as e:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
+            if missing:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"compacted topic {self.name} cannot accept a record without a key",
+                )
+
+    def _find_duplicate(self, batch: RecordBatch) -> LogAppendInfo | None:
+        if not has_producer_id(batch.producer_id):
+            return None
+        entry = self.producer_state.last_entry(batch.producer_id)
+        if entry is None:
+            return None
+        dup = entry.find_duplicate(batch.producer_epoch, batch.base_sequence, batch.last_sequence)
+        if dup is None:
+            return None
+        return LogAppendInfo(
+            dup.first_offset,
+            dup.last_offset,
+            max_timestamp=dup.timestamp,
+            log_start_offset=self.log_start_offset,
+            record_count=batch.record_count,
+            duplicate=True,
+        )
+
+    def _update_producers(
+        self, validated: list[_ValidatedBatch], origin: AppendOrigin
+    ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], bool]:
+        """Validate every batch against producer state (nothing is committed yet)."""
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        pid_reset = False
+        for v in validated:
+            b = v.batch
+            if b.is_control:
+                control = read_control_record(b)
+                if control is not None and control.type is ControlRecordType.MIRROR_PID_RESET:
+                    # D-03: every producer expires; what came before it in this append too.
+                    pid_reset = True
+                    infos.clear()
+                    continue
+                if control is None or not control.is_transaction_marker:
+                    continue  # other control types carry no producer state
+            if not has_producer_id(b.producer_id):
+                continue
+            pid = b.producer_id
+            info = infos.get(pid)
+            if info is None:
+                marker_origin = (
+                    AppendOrigin.COORDINATOR
+                    if b.is_control and origin is AppendOrigin.CLIENT
+                    else origin
+                )
+                info = infos[pid] = self.producer_state.prepare_update(pid, marker_origin)
+            if b.is_control:
+                completed.append(
+                    info.append_end_txn_marker(
+                        control.type is ControlRecordType.COMMIT,
+                        control.end_txn_marker().coordinator_epoch,
+                        b.producer_epoch,
+                        v.first_offset,
+                        v.max_timestamp,
+                    )
+                )
+            else:
+                info.append_data_batch(
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.last_sequence,
+                    v.max_timestamp,
+                    v.first_offset,
+                    v.last_offset,
+                    b.is_transactional,
+                )
+        return infos, completed, pid_reset
+
+    def _append(
+        self,
+        validated: list[_ValidatedBatch],
+        origin: AppendOrigin,
+        now_ms: int,
+        leader_epoch: int | None,
+    ) -> LogAppendInfo:
+        try:
+            infos, completed, pid_reset = self._update_producers(validated, origin)
+        except (CorruptRecordError, CompressionError) as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
+        size = sum(v.batch.size_in_bytes for v in validated)
+        first, last = validated[0].first_offset, validated[-1].last_offset
+        segment = self._maybe_roll(size, validated[0].max_timestamp, last, now_ms)
+
+        max_ts, offset_of_max = NO_TIMESTAMP, -1
+        parts: list = []
+        positions: list[tuple[int, int]] = []
+        rel = 0
+        for v in validated:
+            if v.max_timestamp > max_ts:
+                max_ts, offset_of_max = v.max_timestamp, v.first_offset
+            positions.append((v.first_offset, rel))
+            rel += v.batch.size_in_bytes
+            if v.header is None:
+                parts.append(v.batch.buffer)
+            else:
+                parts += [v.header, v.batch.buffer[_HEADER_SIZE:]]
+        segment.append(last, max_ts, offset_of_max, _Gather(parts, size), positions)
+
+        # The bytes are in: commit epochs, producer state and transaction bookkeeping.
+        for v in validated:
+            epoch = leader_epoch if leader_epoch is not None else v.batch.partition_leader_epoch
+            latest = self.epoch_cache.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self.epoch_cache.assign(epoch, v.first_offset)
+        if pid_reset:
+            self.producer_state.reset_producers()
+        for info in infos.values():
+            self.producer_state.update(info)
+        self.log_end_offset = last + 1
+        for txn in completed:
+            if txn.is_aborted:
+                lso = self.producer_state.last_stable_offset_after(txn)
+                segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
+            self.producer_state.complete_txn(txn)
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        self._unflushed_messages += sum(v.batch.record_count for v in validated)
+        self._maybe_flush(now_ms)
+        return LogAppendInfo(
+            first,
+            last,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            log_start_offset=self.log_start_offset,
+            record_count=sum(v.batch.record_count for v in validated),
+            valid_bytes=size,
+        )
+
+    # -- rolling and flushing --------------------------------------------------------------
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int):
+        seg = self.active_segment
+        reason = None
+        if seg.size > 0 and seg.size + size > self.config.segment_size:
+            reason = "segment.bytes"
+        elif seg.size > 0 and seg.is_full:
+            reason = "index full"
+        elif last_offset - seg.base_offset > INT32_MAX:
+            reason = "offset overflow"
+        elif seg.size > 0:
+            # Kafka's timeWaitedForRoll: from the first batch's timestamp when there is one,
+            # else from the segment's creation.
+            first_ts = seg.rolling_based_timestamp
+            waited = now_ms - seg.created_ms if first_ts is None else max_timestamp - first_ts
+            if waited > self.config.max_segment_ms - self.config.segment_jitter_ms:
+                reason = "segment.ms"
+        if reason is None:
+            return seg
+        log.debug("%s: rolling segment at %d (%s)", self.name, self.log_end_offset, reason)
+        return self.roll(now_ms)
+
+    def roll(self, now_ms: int = 0) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        old = self.active_segment
+        if old.size == 0 and old.base_offset == self.log_end_offset:
+            return old
+        old.on_become_inactive()
+        self.producer_state.take_snapshot()
+        seg = LogSegment(self.dir, self.log_end_offset, self.segment_config, created_ms=now_ms)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        return seg
+
+    def _maybe_flush(self, now_ms: int) -> None:
+        flush_messages = self.config.flush_messages
+        if self._unflushed_messages >= flush_messages or (
+            now_ms - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now_ms=now_ms)
+
+    def flush(self, *, now_ms: int | None = None) -> None:
+        """fsync every segment holding data above the recovery point, then advance it."""
+        for seg in self.segments[self._segment_index(self.recovery_point) :]:
+            seg.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        if now_ms is not None:
+            self._last_flush_ms = now_ms
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (the last one at or below it)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        *,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Batches from ``fetch_offset`` up to ``max_bytes`` (a whole first batch when
+        ``min_one_batch``), bounded by the LEO, HW or LSO for the isolation level.
+
+        Raises :class:`KafkaError` OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.
+        """
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {fetch_offset} is out of range for {self.name}: log start offset "
+                f"{self.log_start_offset}, log end offset {self.log_end_offset}",
+            )
+        if isolation is FetchIsolation.LOG_END:
+            max_offset = self.log_end_offset
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            max_offset = self.high_watermark
+        else:
+            max_offset = self.last_stable_offset
+        info = FetchDataInfo(fetch_offset)
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            info.aborted_transactions = []
+        if fetch_offset >= max_offset:
+            return info
+        start = self._segment_index(fetch_offset)
+        offset = fetch_offset
+        for i in range(start, len(self.segments)):
+            seg = self.segments[i]
+            if seg.base_offset >= max_offset:
+                break
+            max_position = None
+            if i + 1 == len(self.segments) or self.segments[i + 1].base_offset > max_offset:
+                bound = seg.translate_offset(max_offset)
+                max_position = bound.position if bound is not None else None
+            got = seg.read(offset, max_bytes, max_position, min_one_batch)
+            if got is not None:
+                slice_, first = got
+                info.records.append(slice_)
+                if info.aborted_transactions is not None:
+                    end = self._offset_after(seg, slice_)
+                    info.aborted_transactions = self._collect_aborted(fetch_offset, end, i)
+                return info
+            if i + 1 < len(self.segments):
+                offset = self.segments[i + 1].base_offset
+        return info
+
+    def _offset_after(self, seg: LogSegment, slice_: FileSlice) -> int:
+        last = None
+        for b in seg.log.batches_from(slice_.position, slice_.position + slice_.length):
+            last = b
+        return self.log_end_offset if last is None else last.last_offset + 1
+
+    def _collect_aborted(self, fetch_offset: int, upper_bound: int, start: int) -> list[AbortedTxn]:
+        out: list[AbortedTxn] = []
+        for seg in self.segments[start:]:
+            result = seg.collect_aborted_txns(fetch_offset, upper_bound)
+            out += result.aborted
+            if result.is_complete:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """ListOffsets by timestamp: the first offset with a timestamp >= ``timestamp``."""
+        for seg in self.segments[self._segment_index(self.log_start_offset) :]:
+            if seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """ListOffsets MAX_TIMESTAMP: the largest timestamp and the offset that carried it."""
+        best = (NO_TIMESTAMP, -1)
+        for seg in self.segments:
+            if seg.max_timestamp > best[0]:
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+        return best
+
+    # -- truncation ------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset`` (a follower diverged, a mirror failed
+        back); returns whether anything was removed."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            raise ValueError(f"cannot truncate {self.name} below its log start offset")
+        keep = self._segment_index(offset)
+        if self.segments[keep].base_offset == offset and keep > 0:
+            keep -= 1  # the segment starting at offset goes entirely
+        for seg in self.segments[keep + 1 :]:
+            seg.delete()
+        del self.segments[keep + 1 :]
+        del self._bases[keep + 1 :]
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = self.active_segment.next_offset()
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self._rebuild_producer_state(now_ms=0)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+        """Drop every segment and restart the log empty at ``offset`` (decision D-16)."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [LogSegment(self.dir, offset, self.segment_config, created_ms=now_ms)]
+        self._bases = [offset]
+        self.log_start_offset = self.log_end_offset = offset
+        self.recovery_point = self.high_watermark = offset
+        self.epoch_cache.clear()
+        self.producer_state.truncate_fully()
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.update_map_end_offset(offset)
+
+    def _rebuild_producer_state(self, now_ms: int) -> None:
+        """Reload the newest snapshot at or below the LEO and replay the log after it."""
+        replay_from = self.producer_state.truncate_and_reload(
+            self.log_start_offset, self.log_end_offset, now_ms
+        )
+        replay_producer_state(self, replay_from)
+
+    # -- retention -------------------------------------------------------------------------
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up (never past the HW); returns it."""
+        if offset > self.high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records of {self.name} up to {offset}, above the high "
+                f"watermark {self.high_watermark}",
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments gone.
+
+        The active segment is only removed by time when it holds data and everything in it
+        expired: it is rolled first, as Kafka does. Files are renamed ``.deleted`` and removed
+        after ``file.delete.delay.ms`` by :meth:`delete_pending_segments`, so fetches already
+        holding a slice of them can finish.
+        """
+        if "delete" not in self.config.cleanup_policy:
+            return self._delete_segments_below_start(now_ms)
+        deleted = self._delete_segments_below_start(now_ms)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            expired = 0
+            for seg in self.segments:
+                if seg.size == 0 or now_ms - seg.max_timestamp <= retention_ms:
+                    break
+                expired += 1
+            if expired == len(self.segments):
+                self.roll(now_ms)
+            deleted += self._delete_first(min(expired, len(self.segments) - 1), now_ms)
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_in_bytes() - retention_bytes
+            count = 0
+            for seg in self.segments[:-1]:
+                if excess < seg.size:
+                    break
+                excess -= seg.size
+                count += 1
+            deleted += self._delete_first(count, now_ms)
+        return deleted
+
+    def _delete_segments_below_start(self, now_ms: int) -> int:
+        count = 0
+        for i in range(len(self.segments) - 1):
+            if self.segments[i + 1].base_offset <= self.log_start_offset:
+                count += 1
+            else:
+                break
+        return self._delete_first(count, now_ms)
+
+    def _delete_first(self, count: int, now_ms: int) -> int:
+        if count <= 0:
+            return 0
+        gone = self.segments[:count]
+        del self.segments[:count]
+        del self._bases[:count]
+        for seg in gone:
+            seg.rename_for_deletion()
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+        self.producer_state.delete_snapshots_before(new_start)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        return count
+
+    def delete_pending_segments(self, now_ms: int, force: bool = False) -> None:
+        keep = []
+        for due, seg in self._pending_deletes:
+            if force or now_ms >= due:
+                seg.delete()
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: snapshot producer state, trim indexes, close every file."""
+        self.producer_state.take_snapshot()
+        self.epoch_cache.flush()
+        for seg in self.segments:
+            seg.flush()
+            seg.close()
+        self.delete_pending_segments(0, force=True)
+        self.recovery_point = self.log_end_offset
+
+    def delete(self) -> None:
+        """Remove the partition's files (topic deletion)."""
+        for seg in self.segments:
+            seg.delete()
+        self.delete_pending_segments(0, force=True)
+        for name in os.listdir(self.dir):
+            os.unlink(self.dir / name)
+        os.rmdir(self.dir)
+
+
+class _Gather:
+    """A list of buffers written with one ``pwritev``: the payloads are never joined."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list, size: int) -> None:
+        self.parts = parts
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def replay_producer_state(plog: PartitionLog, from_offset: int) -> None:
+    """Rebuild producer state from the batches at and after ``from_offset`` (recovery)."""
+    psm = plog.producer_state
+    for seg in plog.segments[plog._segment_index(from_offset) :]:
+        position = 0
+        if seg.base_offset < from_offset:
+            first = seg.translate_offset(from_offset)
+            if first is None:
+                continue
+            position = first.position
+        for _, batch in seg.log.full_batches_from(position):
+            if batch.last_offset >= from_offset:
+                apply_batch_to_producer_state(psm, batch)
+    psm.update_map_end_offset(plog.log_end_offset)
+
+
+def apply_batch_to_producer_state(psm: ProducerStateManager, batch: RecordBatch) -> None:
+    """Record one existing batch in producer state (replication origin: trusted)."""
+    if batch.is_control:
+        control = read_control_record(batch)
+        if control is not None and control.type is ControlRecordType.MIRROR_PID_RESET:
+            psm.reset_producers()
+            return
+        if control is None or not control.is_transaction_marker:
+            return
+    if not has_producer_id(batch.producer_id):
+        return
+    info = psm.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+    if batch.is_control:
+        completed = info.append_end_txn_marker(
+            control.type is ControlRecordType.COMMIT,
+            control.end_txn_marker().coordinator_epoch,
+            batch.producer_epoch,
+            batch.base_offset,
+            batch.max_timestamp,
+        )
+        psm.update(info)
+        psm.complete_txn(completed)
+    else:
+        info.append_data_batch(
+            batch.producer_epoch,
+            batch.base_sequence,
+            batch.last_sequence,
+            batch.max_timestamp,
+            batch.base_offset,
+            batch.last_offset,
+            batch.is_transactional,
+        )
+        psm.update(info)
+    psm.update_map_end_offset(batch.last_offset + 1)

@@ -1,0 +1,244 @@
+"""ProducerStateManager: idempotence checks, transactions, LSO inputs, snapshots, resets."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kcore.log.producer_state import (
+    INT32_MAX,
+    AppendOrigin,
+    ProducerStateManager,
+    decrement_sequence,
+    has_producer_id,
+    in_sequence,
+)
+from kcore.protocol.errors import ErrorCode, KafkaError
+
+CLIENT = AppendOrigin.CLIENT
+REPLICATION = AppendOrigin.REPLICATION
+COORDINATOR = AppendOrigin.COORDINATOR
+
+
+def _append(psm, pid, epoch, first_seq, count, first_offset, *, txn=False, origin=CLIENT, ts=1000):
+    info = psm.prepare_update(pid, origin)
+    last_seq = (first_seq + count - 1) % (INT32_MAX + 1)
+    info.append_data_batch(
+        epoch, first_seq, last_seq, ts, first_offset, first_offset + count - 1, txn
+    )
+    psm.update(info)
+    psm.update_map_end_offset(first_offset + count)
+    return info
+
+
+def _marker(psm, pid, epoch, offset, *, commit, coordinator_epoch=0, origin=COORDINATOR):
+    info = psm.prepare_update(pid, origin)
+    completed = info.append_end_txn_marker(commit, coordinator_epoch, epoch, offset, 2000)
+    psm.update(info)
+    psm.complete_txn(completed)
+    psm.update_map_end_offset(offset + 1)
+    return completed
+
+
+@pytest.fixture
+def psm(tmp_path):
+    return ProducerStateManager(tmp_path, "t-0")
+
+
+def test_sequence_helpers_wrap_at_int32_max():
+    assert in_sequence(INT32_MAX, 0)
+    assert in_sequence(4, 5)
+    assert not in_sequence(4, 6)
+    assert decrement_sequence(2, 4) == INT32_MAX - 1
+    assert decrement_sequence(10, 3) == 7
+
+
+def test_has_producer_id_accepts_mirrored_negative_ids():
+    assert not has_producer_id(-1)
+    assert has_producer_id(-2)  # source producer 0 mirrored as -(0 + 2), decision D-17
+    assert has_producer_id(0)
+
+
+def test_producer_state_in_sequence_appends_are_accepted(psm):
+    _append(psm, 7, 0, 0, 5, 0)
+    _append(psm, 7, 0, 5, 3, 5)
+    entry = psm.last_entry(7)
+    assert (entry.producer_epoch, entry.first_seq, entry.last_seq) == (0, 0, 7)
+    assert entry.last_data_offset == 7
+
+
+def test_producer_state_gap_in_sequence_is_out_of_order(psm):
+    _append(psm, 7, 0, 0, 5, 0)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 7, 0, 6, 1, 5)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert psm.last_entry(7).last_seq == 4  # the refused append changed nothing
+
+
+def test_producer_state_duplicate_batch_is_found_with_its_original_offsets(psm):
+    _append(psm, 7, 0, 0, 5, 100)
+    _append(psm, 7, 0, 5, 5, 105)
+    dup = psm.last_entry(7).find_duplicate(0, 0, 4)
+    assert (dup.first_offset, dup.last_offset) == (100, 104)
+    assert psm.last_entry(7).find_duplicate(1, 0, 4) is None  # another epoch is no duplicate
+
+
+def test_producer_state_only_last_five_batches_are_remembered(psm):
+    for i in range(7):
+        _append(psm, 7, 0, i, 1, i)
+    entry = psm.last_entry(7)
+    assert entry.find_duplicate(0, 1, 1) is None
+    assert entry.find_duplicate(0, 2, 2) is not None
+
+
+def test_producer_state_old_epoch_is_fenced(psm):
+    _append(psm, 7, 3, 0, 1, 0)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 7, 2, 1, 1, 1)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_producer_state_new_epoch_must_start_at_sequence_zero(psm):
+    _append(psm, 7, 0, 0, 3, 0)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 7, 1, 3, 1, 3)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    _append(psm, 7, 1, 0, 1, 3)
+    assert psm.last_entry(7).producer_epoch == 1
+
+
+def test_producer_state_unknown_producer_accepts_any_first_sequence(psm):
+    _append(psm, 9, 0, 42, 2, 0)  # its earlier state was removed (retention, expiry)
+    assert psm.last_entry(9).last_seq == 43
+
+
+def test_producer_state_replication_origin_is_not_checked(psm):
+    _append(psm, -9, 0, 0, 1, 0, origin=REPLICATION)
+    _append(psm, -9, 0, 10, 1, 1, origin=REPLICATION)  # a gap a leader accepted
+    assert psm.last_entry(-9).last_seq == 10
+
+
+def test_producer_state_transaction_sets_first_unstable_offset_until_replicated(psm):
+    assert psm.first_unstable_offset() is None
+    _append(psm, 7, 0, 0, 2, 10, txn=True)
+    _append(psm, 8, 0, 0, 1, 12, txn=True)
+    assert psm.first_unstable_offset() == 10
+    assert psm.ongoing_transactions == [(7, 10), (8, 12)]
+    completed = _marker(psm, 7, 0, 13, commit=True)
+    assert completed.first_offset == 10 and not completed.is_aborted
+    assert psm.first_unstable_offset() == 10  # marker at 13 not yet below the high watermark
+    psm.on_high_watermark_updated(14)
+    assert psm.first_unstable_offset() == 12
+
+
+def test_producer_state_abort_records_lso_of_the_other_open_transaction(psm):
+    _append(psm, 7, 0, 0, 2, 10, txn=True)
+    _append(psm, 8, 0, 0, 1, 12, txn=True)
+    info = psm.prepare_update(7, COORDINATOR)
+    completed = info.append_end_txn_marker(False, 0, 0, 13, 2000)
+    assert completed.is_aborted
+    assert psm.last_stable_offset_after(completed) == 12
+    psm.update(info)
+    psm.complete_txn(completed)
+    completed8 = _marker(psm, 8, 0, 14, commit=False)
+    assert psm.last_stable_offset_after(completed8) == 15
+
+
+def test_producer_state_non_transactional_write_during_transaction_is_refused(psm):
+    _append(psm, 7, 0, 0, 1, 0, txn=True)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 7, 0, 1, 1, 1, txn=False)
+    assert e.value.code == ErrorCode.INVALID_TXN_STATE
+
+
+def test_producer_state_marker_from_old_coordinator_epoch_is_fenced(psm):
+    _append(psm, 7, 0, 0, 1, 0, txn=True)
+    _marker(psm, 7, 0, 1, commit=True, coordinator_epoch=5)
+    _append(psm, 7, 0, 1, 1, 2, txn=True)
+    with pytest.raises(KafkaError) as e:
+        _marker(psm, 7, 0, 3, commit=True, coordinator_epoch=4)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+def test_producer_state_mirror_pid_reset_expires_every_producer(psm):
+    _append(psm, -9, 0, 0, 1, 0, origin=REPLICATION)
+    _append(psm, 4, 0, 0, 1, 1)
+    psm.reset_producers()
+    assert psm.last_entry(-9) is None and psm.last_entry(4) is None
+    _append(psm, 4, 0, 17, 1, 2)  # starts fresh: any sequence is accepted
+
+
+def test_producer_state_expiry_keeps_producers_with_open_transactions(psm):
+    _append(psm, 1, 0, 0, 1, 0, ts=1_000)
+    _append(psm, 2, 0, 0, 1, 1, txn=True, ts=1_000)
+    _append(psm, 3, 0, 0, 1, 2, ts=90_000_000)
+    expired = psm.remove_expired_producers(now_ms=1_000 + psm.producer_id_expiration_ms + 1)
+    assert expired == [1]
+    assert psm.last_entry(2) is not None and psm.last_entry(3) is not None
+
+
+def test_producer_state_snapshot_round_trip_restores_entries_and_open_transactions(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 2, 0, 5, 0)
+    _append(psm, -5, 1, 0, 2, 5, txn=True, origin=REPLICATION)
+    path = psm.take_snapshot()
+    assert path.name == "00000000000000000007.snapshot"
+
+    again = ProducerStateManager(tmp_path, "t-0")
+    replay_from = again.truncate_and_reload(0, 7, now_ms=2_000)
+    assert replay_from == 7
+    e = again.last_entry(7)
+    assert (e.producer_epoch, e.last_seq, e.last_data_offset) == (2, 4, 4)
+    assert again.last_entry(-5).current_txn_first_offset == 5
+    assert again.first_unstable_offset() == 5
+    # The producer continues where it was: the next sequence is accepted, a gap is not.
+    _append(again, 7, 2, 5, 1, 7)
+    with pytest.raises(KafkaError):
+        _append(again, 7, 2, 9, 1, 8)
+
+
+def test_producer_state_reload_ignores_snapshots_beyond_the_log_end(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 0, 0, 5, 0)
+    psm.take_snapshot()  # at 5
+    _append(psm, 7, 0, 5, 5, 5)
+    psm.take_snapshot()  # at 10
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 8, now_ms=2_000) == 5
+    assert again.snapshot_offsets() == [5]
+    assert again.last_entry(7).last_seq == 4
+
+
+def test_producer_state_corrupt_snapshot_falls_back_to_an_older_one(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 0, 0, 5, 0)
+    psm.take_snapshot()
+    _append(psm, 7, 0, 5, 5, 5)
+    newest = psm.take_snapshot()
+    data = bytearray(newest.read_bytes())
+    data[-1] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 10, now_ms=2_000) == 5
+    assert not newest.exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.booleans()), max_size=30))
+def test_producer_state_accepts_exactly_the_in_sequence_appends(tmp_path_factory, appends):
+    """Against a model: per producer, an append is accepted iff it continues the sequence."""
+    psm = ProducerStateManager(tmp_path_factory.mktemp("psm"), "t-0")
+    next_seq: dict[int, int] = {}
+    offset = 0
+    for pid, count, skip in appends:
+        first = next_seq.get(pid, 0) + (1 if skip else 0)
+        expected_ok = pid not in next_seq or first == next_seq[pid]
+        try:
+            _append(psm, pid, 0, first, count, offset)
+            ok = True
+        except KafkaError as e:
+            assert e.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            ok = False
+        assert ok == expected_ok
+        if ok:
+            next_seq[pid] = first + count
+            offset += count
