@@ -62,8 +62,10 @@ from kcore.record.batch import (
     RecordBatch,
     iter_batches,
 )
+from kcore.record.compression import CompressionType
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.record.errors import CompressionError, CorruptRecordError, UnsupportedMagicError
+from kcore.record.records import RecordBatchBuilder
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,14 @@ _CRC = slice(17, 21)
 _ATTRIBUTES_POS = 21
 _MAX_TIMESTAMP = slice(35, 43)
 _TIMESTAMP_TYPE_BIT = 0x08
+# compression.type values that force a codec; "producer" keeps the producer's.
+_TARGET_CODECS = {
+    "uncompressed": CompressionType.NONE,
+    "gzip": CompressionType.GZIP,
+    "snappy": CompressionType.SNAPPY,
+    "lz4": CompressionType.LZ4,
+    "zstd": CompressionType.ZSTD,
+}
 
 
 class FetchIsolation(enum.Enum):
@@ -215,8 +225,11 @@ class PartitionLog:
         append_time = now_ms if self._log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         validated: list[_ValidatedBatch] = []
+        target = _TARGET_CODECS.get(self.config.compression_type)
         for batch in batches:
             self._validate_leader_batch(batch, origin, now_ms)
+            if target is not None and batch.compression_type != target and not batch.is_control:
+                batch = self._recompress(batch, target)
             header = bytearray(batch.buffer[:_HEADER_SIZE])
             header[_BASE_OFFSET] = offset.to_bytes(8, "big", signed=True)
             header[_LEADER_EPOCH] = leader_epoch.to_bytes(4, "big", signed=True)
@@ -333,6 +346,31 @@ class PartitionLog:
                     ErrorCode.INVALID_RECORD,
                     f"compacted topic {self.name} cannot accept a record without a key",
                 )
+
+    def _recompress(self, batch: RecordBatch, codec: CompressionType) -> RecordBatch:
+        """Rewrite a batch in the topic's ``compression.type`` (Kafka's LogValidator does so
+        whenever the topic's codec is not ``producer`` and differs from the batch's)."""
+        level = {
+            CompressionType.GZIP: self.config.compression_gzip_level,
+            CompressionType.LZ4: self.config.compression_lz4_level,
+            CompressionType.ZSTD: self.config.compression_zstd_level,
+        }.get(codec)
+        builder = RecordBatchBuilder(
+            0,
+            compression=codec,
+            compression_level=None if level == -1 else level,
+            timestamp_type=batch.timestamp_type,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+        )
+        try:
+            for r in batch.records():
+                builder.append(r.timestamp, r.key, r.value, r.headers, offset=r.offset_delta)
+        except (CorruptRecordError, CompressionError) as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
+        return RecordBatch(builder.build())
 
     def _find_duplicate(self, batch: RecordBatch) -> LogAppendInfo | None:
         if not has_producer_id(batch.producer_id):

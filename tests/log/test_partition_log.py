@@ -335,3 +335,21 @@ def test_partition_log_unclean_reopen_cuts_a_torn_tail(tmp_path):
     again = load_log(tmp_path / "t-0", config(), had_clean_shutdown=False, now_ms=NOW)
     assert again.log_end_offset == 8
     assert [b.base_offset for b in read_batches(again)[0]] == [0, 2, 4, 6]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy", "uncompressed"])
+def test_partition_log_topic_compression_type_recompresses_batches(tmp_path, codec):
+    from kcore.record import CompressionType
+
+    plog = create_log(tmp_path / "t-0", config(**{"compression.type": codec}), now_ms=NOW)
+    producer = RecordBatchBuilder(compression=CompressionType.GZIP if codec != "gzip" else 0)
+    for i in range(4):
+        producer.append(timestamp=NOW + i, key=b"k%d" % i, value=b"value-%d" % i)
+    info = plog.append_as_leader(bytes(producer.build()), 0, now_ms=NOW)
+    assert (info.first_offset, info.last_offset) == (0, 3)
+    (b,), _ = read_batches(plog)
+    expected = CompressionType.NONE if codec == "uncompressed" else CompressionType[codec.upper()]
+    assert b.compression_type == expected and b.is_valid_crc()
+    assert [(r.offset, r.key, r.value) for r in b.records()] == [
+        (i, b"k%d" % i, b"value-%d" % i) for i in range(4)
+    ]
