@@ -36,9 +36,24 @@ OLD_DIR = (
 )
 NEW_DIR = SHARED / "kafka-protocol-4x"
 DEFS = ROOT / "kcore" / "protocol" / "defs"
+# Record schemas outside the client protocol: KRaft metadata records (each with its record type
+# id), the coordinators' __consumer_offsets / __transaction_state / __share_group_state records,
+# and the quorum-state file. Imported whole, each record a `message`.
+RECORD_DIRS = [
+    SHARED / "kafka-protocol" / p / "src" / "main" / "resources" / "common" / leaf
+    for p, leaf in (
+        ("metadata", "metadata"),
+        ("group-coordinator", "message"),
+        ("transaction-coordinator", "message"),
+        ("share-coordinator", "message"),
+        ("raft", "message"),
+    )
+]
 
 # ZooKeeper-era inter-broker APIs: gone from Kafka 4.x, never served by kcore.
 SKIPPED_API_KEYS = {4, 5, 6, 7}
+# ZooKeeper-migration state: gone with ZooKeeper in Kafka 4.x.
+SKIPPED_RECORDS = {"ZkMigrationStateRecord"}
 # Non-API messages kcore needs: headers, the consumer protocol, KRaft control records.
 DATA_MESSAGES = [
     "RequestHeader",
@@ -60,7 +75,21 @@ GENERATED_NOTE = (
 
 def load_json(path: Path) -> dict:
     text = re.sub(r"^\s*//.*$", "", path.read_text(encoding="utf-8"), flags=re.M)
-    return json.loads(text)
+    schema = json.loads(text)
+    normalize_versions(schema.get("fields", []))
+    for cs in schema.get("commonStructs", []):
+        normalize_versions(cs["fields"])
+    return schema
+
+
+def normalize_versions(fields: list[dict]) -> None:
+    """A field without ``versions`` exists in its ``taggedVersions`` (Kafka's generator rule)."""
+    for f in fields:
+        if "versions" not in f and "taggedVersions" in f:
+            f["versions"] = f["taggedVersions"]
+        if "default" in f and f["default"] is None:  # a JSON null: one schema spells it so
+            f["default"] = "null"
+        normalize_versions(f.get("fields", []))
 
 
 def union(a: VersionRange, b: VersionRange) -> VersionRange:
@@ -207,13 +236,16 @@ def render_api(api_name: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_message(name: str) -> str:
-    old, new = pick(name)
-    schema = new or old
+def render_message(name: str, schema: dict | None = None) -> str:
+    if schema is None:
+        old, new = pick(name)
+        schema = new or old
     assert schema is not None, name
+    key = f" key {schema['apiKey']}" if schema.get("apiKey") is not None else ""
     out = [
         GENERATED_NOTE,
-        f"message {name} versions {schema['validVersions']} flexible {schema['flexibleVersions']}",
+        f"message {name} versions {schema['validVersions']} "
+        f"flexible {schema['flexibleVersions']}{key}",
     ]
     write_fields(schema["fields"], 1, out)
     write_common_structs([schema], out)
@@ -235,6 +267,11 @@ def api_names() -> list[str]:
 def render_all() -> dict[str, str]:
     files = {f"{name}.def": render_api(name) for name in api_names()}
     files.update({f"{name}.def": render_message(name) for name in DATA_MESSAGES})
+    for directory in RECORD_DIRS:
+        for path in sorted(directory.glob("*.json")):
+            schema = load_json(path)
+            if schema["name"] not in SKIPPED_RECORDS:
+                files[f"{schema['name']}.def"] = render_message(schema["name"], schema)
     return files
 
 

@@ -30,6 +30,8 @@ The format
     message RequestHeader versions 0-2 flexible 2+   # a message that is not an API body
       ClientId string 1+ nullable 1+ flexible none
 
+    message TopicRecord versions 0 flexible 0+ key 2  # a KRaft metadata record and its type id
+
 A field line is ``Name type versions`` then attributes: ``nullable RANGE``, ``tag N`` (a tagged
 field; tagged in all the versions it exists in), ``default VALUE`` (``null``, a number, ``true``
 /``false``, or a JSON-quoted string), ``flexible none`` (never use the compact encoding), and
@@ -264,14 +266,22 @@ def parse_text(text: str, source: str = "<string>") -> DeclFile:
             read_block(1, root)
             sections[head] = MessageDecl(root.name, head, key, versions, flexible, root, {})
         elif head == "message":
-            if len(toks) != 6 or toks[2] != "versions" or toks[4] != "flexible":
-                raise DeclarationError(f"{where}: expected 'message NAME versions R flexible R'")
+            # message NAME versions R flexible R [key N]   (N: a metadata record's type id)
+            if (
+                len(toks) not in (6, 8)
+                or toks[2] != "versions"
+                or toks[4] != "flexible"
+                or (len(toks) == 8 and toks[6] != "key")
+            ):
+                raise DeclarationError(
+                    f"{where}: expected 'message NAME versions R flexible R [key N]'"
+                )
             root = StructDecl(toks[1])
             read_block(1, root)
             msg = MessageDecl(
                 toks[1],
                 "message",
-                None,
+                int(toks[7]) if len(toks) == 8 else None,
                 VersionRange.parse(toks[3]),
                 VersionRange.parse(toks[5]),
                 root,

@@ -100,14 +100,44 @@ def _load_json(path: Path) -> dict | None:
         if path.exists():
             text = re.sub(r"^\s*//.*$", "", path.read_text(encoding="utf-8"), flags=re.M)
             _json_cache[path] = json.loads(text)
+            _normalize_versions(_json_cache[path])
         else:
             _json_cache[path] = None
     return _json_cache[path]
 
 
+# Record schemas beyond the client protocol (KRaft metadata, coordinator records, quorum state):
+# the 2024 snapshot is their only reference.
+RECORD_DIRS = [
+    REFERENCE / "kafka-protocol" / p / "src" / "main" / "resources" / "common" / leaf
+    for p, leaf in (
+        ("metadata", "metadata"),
+        ("group-coordinator", "message"),
+        ("transaction-coordinator", "message"),
+        ("share-coordinator", "message"),
+        ("raft", "message"),
+    )
+]
+
+
+def _normalize_versions(node: dict) -> None:
+    """A field without ``versions`` exists in its ``taggedVersions`` (Kafka's generator rule)."""
+    for f in node.get("fields", []) + node.get("commonStructs", []):
+        if "versions" not in f and "taggedVersions" in f:
+            f["versions"] = f["taggedVersions"]
+        if "default" in f and f["default"] is None:  # a JSON null: one schema spells it so
+            f["default"] = "null"
+        _normalize_versions(f)
+
+
 def _schemas(name: str) -> tuple[dict | None, dict | None]:
     """(4.x schema, 2024 snapshot schema) of a message, either possibly None."""
-    return _load_json(NEW_DIR / f"{name}.json"), _load_json(OLD_DIR / f"{name}.json")
+    old = _load_json(OLD_DIR / f"{name}.json")
+    for directory in RECORD_DIRS:
+        if old is not None:
+            break
+        old = _load_json(directory / f"{name}.json")
+    return _load_json(NEW_DIR / f"{name}.json"), old
 
 
 def _vr(text: str | None) -> VersionRange:
