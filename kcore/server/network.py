@@ -1,0 +1,289 @@
+"""Listeners and connections: bytes from clients in, responses out, in order.
+
+Theory of operation
+-------------------
+One Trio task accepts on each listener; each connection gets a task of its own with two
+children joined by a bounded memory channel:
+
+* the **reader** pulls bytes from the socket into a :class:`~kcore.protocol.FrameDecoder` and
+  puts complete frames on the channel. The channel holds at most ``max_queued_requests`` frames:
+  when a client pipelines faster than the broker answers, the reader blocks, stops reading, and
+  TCP flow control pushes back on the client — the broker never buffers without bound. A frame
+  larger than ``socket.request.max.bytes`` is refused from its size prefix, before it is read.
+* the **processor** takes frames in order, decodes, dispatches to the handler, and writes the
+  response. Requests of one connection are processed one at a time, exactly as Kafka mutes a
+  channel while a request is in flight, which is what makes responses arrive in request order
+  (clients pipeline and rely on it). Response parts that are file slices are sent with
+  ``os.sendfile`` straight from the segment file.
+
+Bad input: a frame that does not decode, an unknown API key, or a version the broker does not
+serve closes the connection (Kafka does the same; there is no response format to answer an
+undecodable request with), except an ApiVersions request at an unknown version, which gets the
+v0 fallback answer so the client can retry lower. A handler's unexpected exception is logged
+and answered with UNKNOWN_SERVER_ERROR where the response has an error code, else the
+connection is closed. Nothing a client sends can stop the listener or other connections.
+Idle connections are closed after ``connections.max.idle.ms``.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kcore.protocol import (
+    APIS,
+    FrameDecoder,
+    MalformedMessage,
+    UnsupportedVersion,
+    api_versions_fallback_response,
+    decode_request,
+    encode_response,
+)
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server.registry import HandlerRegistry
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+_RECV_BYTES = 65536
+_connection_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: Any
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    listener_name: str
+    listener_type: str
+    client_host: str
+    connection_id: int
+    server: Any  # the broker object the handlers reach their services through
+    principal: str = "User:ANONYMOUS"
+    received_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    name: str
+    host: str
+    port: int
+    listener_type: str  # registry.BROKER or registry.CONTROLLER
+
+
+@dataclass(slots=True)
+class ConnectionLimits:
+    max_frame_bytes: int = 104_857_600  # socket.request.max.bytes
+    idle_timeout_s: float = 600.0  # connections.max.idle.ms
+    max_queued_requests: int = 100  # per connection: pipelined requests read ahead
+
+
+class KafkaServer:
+    """Serves the registry's handlers on one or more listeners."""
+
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        server_state: Any,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
+        self.registry = registry
+        self.state = server_state
+        self.limits = limits or ConnectionLimits()
+        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> actual (host, port)
+        self.connections = 0
+
+    async def serve(self, listeners: list[ListenerSpec], *, task_status=trio.TASK_STATUS_IGNORED):
+        """Bind every listener, report readiness, then serve until cancelled."""
+        async with trio.open_nursery() as nursery:
+            for spec in listeners:
+                sockets = await trio.open_tcp_listeners(spec.port, host=spec.host)
+                host, port = sockets[0].socket.getsockname()[:2]
+                self.bound[spec.name] = (host, port)
+                log.info("listening on %s://%s:%d (%s)", spec.name, host, port, spec.listener_type)
+                nursery.start_soon(self._accept_loop, spec, sockets)
+            task_status.started(dict(self.bound))
+
+    async def _accept_loop(self, spec: ListenerSpec, sockets) -> None:
+        async with trio.open_nursery() as nursery:
+            for listener in sockets:
+                nursery.start_soon(self._accept, spec, listener, nursery)
+
+    async def _accept(self, spec: ListenerSpec, listener, nursery) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as e:  # EMFILE and friends: keep serving the others
+                    if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.warning("accept failed on %s: %s", spec.name, e)
+                        await trio.sleep(0.1)
+                        continue
+                    raise
+                nursery.start_soon(self._serve_connection, spec, stream)
+
+    async def _serve_connection(self, spec: ListenerSpec, stream: trio.SocketStream) -> None:
+        conn = _Connection(self, spec, stream)
+        self.connections += 1
+        try:
+            await conn.run()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        except _CloseConnection as e:
+            log.info("closing connection %d from %s: %s", conn.id, conn.peer, e)
+        except Exception:
+            log.exception("connection %d from %s failed", conn.id, conn.peer)
+        finally:
+            self.connections -= 1
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class _CloseConnection(Exception):
+    """The connection must be closed (bad input); the message says why."""
+
+
+class _Connection:
+    def __init__(self, server: KafkaServer, spec: ListenerSpec, stream: trio.SocketStream):
+        self.server = server
+        self.spec = spec
+        self.stream = stream
+        self.id = next(_connection_ids)
+        try:
+            self.peer = stream.socket.getpeername()[0]
+        except OSError:
+            self.peer = "?"
+        self.decoder = FrameDecoder(server.limits.max_frame_bytes)
+
+    async def run(self) -> None:
+        send, receive = trio.open_memory_channel(self.server.limits.max_queued_requests)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read, send)
+            await self._process(receive)
+            nursery.cancel_scope.cancel()
+
+    async def _read(self, send: trio.MemorySendChannel) -> None:
+        idle = self.server.limits.idle_timeout_s
+        async with send:
+            while True:
+                with trio.move_on_after(idle) as scope:
+                    data = await self.stream.receive_some(_RECV_BYTES)
+                if scope.cancelled_caught:
+                    raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
+                if not data:
+                    if self.decoder.buffered:
+                        log.debug("connection %d closed mid-frame", self.id)
+                    return
+                self.decoder.receive_data(data)
+                while True:
+                    try:
+                        frame = self.decoder.next_frame()
+                    except MalformedMessage as e:
+                        raise _CloseConnection(str(e)) from None
+                    if frame is None:
+                        break
+                    await send.send(frame)
+
+    async def _process(self, receive: trio.MemoryReceiveChannel) -> None:
+        async with receive:
+            async for frame in receive:
+                parts = await self._handle(frame)
+                if parts:
+                    await self._send(parts)
+
+    async def _handle(self, frame: bytes) -> list[Any] | None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as e:
+            if e.api_key == API_VERSIONS_KEY and e.correlation_id is not None:
+                return [api_versions_fallback_response(e.correlation_id)]
+            raise _CloseConnection(str(e)) from None
+        except MalformedMessage as e:
+            raise _CloseConnection(str(e)) from None
+        api_key, version = request.api.key, request.version
+        spec = self.server.registry.get(api_key, self.spec.listener_type)
+        if spec is None or not spec.min_version <= version <= spec.max_version:
+            if api_key == API_VERSIONS_KEY:
+                return [api_versions_fallback_response(request.correlation_id)]
+            raise _CloseConnection(
+                f"{request.api.name} v{version} is not served on listener {self.spec.name}"
+            )
+        ctx = RequestContext(
+            header=request.header,
+            api_key=api_key,
+            version=version,
+            correlation_id=request.correlation_id,
+            client_id=request.header.client_id,
+            listener_name=self.spec.name,
+            listener_type=self.spec.listener_type,
+            client_host=self.peer,
+            connection_id=self.id,
+            server=self.server.state,
+        )
+        try:
+            response = await spec.handler(ctx, request.body)
+        except KafkaError as e:
+            response = _error_response(request.api.key, e.code, e.message)
+        except Exception:
+            log.exception("%s v%d handler failed", request.api.name, version)
+            response = _error_response(request.api.key, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        if response is None:
+            return None
+        return encode_response(api_key, version, request.correlation_id, response)
+
+    async def _send(self, parts: list[Any]) -> None:
+        pending = bytearray()
+        for part in parts:
+            if isinstance(part, bytes | bytearray | memoryview):
+                pending += part
+                continue
+            if pending:
+                await self.stream.send_all(pending)
+                pending = bytearray()
+            await _sendfile(self.stream, part)
+        if pending:
+            await self.stream.send_all(pending)
+
+
+def _error_response(api_key: int, code: int, message: str | None):
+    """A response carrying ``code`` in its top-level error fields, or None if it has none
+    (the connection is then closed: there is no way to report the error)."""
+    cls = APIS[api_key].response.cls
+    response = cls()
+    if "error_code" not in cls._fields:
+        raise _CloseConnection(
+            f"{APIS[api_key].name} failed with error {code} and has no error field"
+        )
+    response.error_code = int(code)
+    if "error_message" in cls._fields:
+        response.error_message = message
+    return response
+
+
+async def _sendfile(stream: trio.SocketStream, file_slice) -> None:
+    """Send a file slice with ``os.sendfile``: segment bytes never pass through Python."""
+    sock = stream.socket
+    fd = file_slice.fileno()
+    offset, remaining = file_slice.position, file_slice.length
+    while remaining:
+        try:
+            sent = os.sendfile(sock.fileno(), fd, offset, remaining)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        if sent == 0:  # the file is shorter than the slice: it was truncated under us
+            raise _CloseConnection("segment file shrank while it was being sent")
+        offset += sent
+        remaining -= sent
+    await trio.lowlevel.checkpoint()
