@@ -10,7 +10,9 @@ What is taken: names, types, version ranges, nullability, tags and defaults — 
 wire format. What is not: prose, entity types, license headers. Each API is declared at the union
 of the versions the Kafka 4.x schemas and the 2024 snapshot define (old versions that Kafka 4.x
 removed are still sent by some clients: see ``client-api-matrix.md``). Fields come from the 4.x
-schema when it has the API (it keeps the old fields), else from the snapshot.
+schema when it has the API (it keeps the old fields), else from the snapshot. A third source,
+``tools/kafka_schemas_newer/`` (kcore's own facts-only transcription of schemas newer than both
+references; see its README), is preferred over both where it has the message.
 
 kcore's own additions (decision D-02: CreateTopics v8 ``MirrorInfo``, Fetch v19
 ``MirrorLeaderEpoch``) are applied here, so a re-import reproduces the committed files exactly.
@@ -35,6 +37,7 @@ OLD_DIR = (
     SHARED / "kafka-protocol" / "clients" / "src" / "main" / "resources" / "common" / "message"
 )
 NEW_DIR = SHARED / "kafka-protocol-4x"
+NEWER_DIR = ROOT / "tools" / "kafka_schemas_newer"  # kcore's transcription, preferred when present
 DEFS = ROOT / "kcore" / "protocol" / "defs"
 # Record schemas outside the client protocol: KRaft metadata records (each with its record type
 # id), the coordinators' __consumer_offsets / __transaction_state / __share_group_state records,
@@ -197,18 +200,19 @@ def write_common_structs(schemas: list[dict], out: list[str]) -> None:
             write_fields(cs["fields"], 1, out)
 
 
-def pick(name: str) -> tuple[dict | None, dict | None]:
-    old = OLD_DIR / f"{name}.json"
-    new = NEW_DIR / f"{name}.json"
-    return (load_json(old) if old.exists() else None, load_json(new) if new.exists() else None)
+def pick(name: str) -> tuple[dict | None, dict | None, dict | None]:
+    """(2024 snapshot, Kafka 4.x, kcore's newer transcription) schemas of a message, or None."""
+    paths = [d / f"{name}.json" for d in (OLD_DIR, NEW_DIR, NEWER_DIR)]
+    old, new, newer = (load_json(p) if p.exists() else None for p in paths)
+    return old, new, newer
 
 
 def merged_schema(name: str, kind: str) -> dict:
-    old, new = pick(name)
-    base = new or old
+    old, new, newer = pick(name)
+    base = newer or new or old
     assert base is not None, name
     versions = VersionRange.parse(base["validVersions"])
-    for other in (old, new):
+    for other in (old, new, newer):
         if other is not None:
             versions = union(versions, VersionRange.parse(other["validVersions"]))
     schema = dict(base, validVersions=str(versions))
@@ -238,8 +242,8 @@ def render_api(api_name: str) -> str:
 
 def render_message(name: str, schema: dict | None = None) -> str:
     if schema is None:
-        old, new = pick(name)
-        schema = new or old
+        old, new, newer = pick(name)
+        schema = newer or new or old
     assert schema is not None, name
     key = f" key {schema['apiKey']}" if schema.get("apiKey") is not None else ""
     out = [
