@@ -2,17 +2,21 @@
 
 Steps (Kafka's LogLoader, simplified where kcore has no swap-based cleaning yet):
 
-1. Leftovers of interrupted operations are resolved: ``.deleted`` and ``.cleaned`` files are
-   removed; a ``.swap`` file (a finished cleaner output) replaces its original.
+1. Leftovers of interrupted operations are resolved: a cleaner swap that passed its commit point
+   (``<base>.log.swap``) is completed, replacing every segment it covers; ``.deleted`` and
+   ``.cleaned`` files are removed.
 2. Every ``<base>.log`` becomes a :class:`LogSegment`; an index file that is missing or fails
    its sanity check is rebuilt from the ``.log``.
 3. After an **unclean** shutdown every segment from the one holding the recovery point onward is
    rescanned (:meth:`LogSegment.recover`): CRCs checked, a torn or corrupt tail truncated, and
-   every segment after a corrupt one deleted, since data after a hole cannot be trusted. What
-   was cut is logged. After a **clean** shutdown nothing is scanned: indexes were trimmed and
-   producer state snapshotted at close.
-4. The leader-epoch cache is cut to ``[log start, LEO)``; producer state is loaded from the
-   newest snapshot at or below the LEO and the batches after it are replayed.
+   every segment after a corrupt one deleted, since data after a hole cannot be trusted. Producer
+   state is first loaded from the newest snapshot below the rescan and replayed up to it; the
+   rescan then rebuilds the leader-epoch cache, producer state and the transaction index (the
+   aborted transactions whose markers it meets) from the batches themselves. What was cut is
+   logged. After a **clean** shutdown nothing is scanned: indexes were trimmed and producer
+   state snapshotted at close.
+4. The leader-epoch cache is cut to ``[log start, LEO)``; after a clean shutdown producer state
+   is loaded from the newest snapshot at or below the LEO and the batches after it replayed.
 
 Who may call it: the log manager, once per partition at startup or when a partition is created.
 """
@@ -25,9 +29,11 @@ from pathlib import Path
 
 from kcore.log import files
 from kcore.log.checkpoint import LeaderEpochCheckpointFile
+from kcore.log.cleaner import complete_interrupted_swaps
 from kcore.log.errors import LogError
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
-from kcore.log.partition_log import PartitionLog, replay_producer_state
+from kcore.log.partition_log import PartitionLog
+from kcore.log.producer_replay import apply_batch_to_producer_state, replay_producer_state
 from kcore.log.producer_state import ProducerStateManager
 from kcore.log.segment import LogSegment, SegmentConfig
 
@@ -69,6 +75,9 @@ def create_log(directory: Path | str, config, *, start_offset: int = 0, now_ms: 
 
 
 def _clean_leftovers(directory: Path) -> None:
+    # A clean interrupted after its commit point (a .log.swap exists) is finished first: the
+    # old segments it replaces are removed so that no two segments overlap.
+    complete_interrupted_swaps(directory)
     for name in sorted(os.listdir(directory)):
         path = directory / name
         if name.endswith((files.DELETED_FILE_SUFFIX, files.CLEANED_FILE_SUFFIX, ".tmp")):
@@ -101,35 +110,48 @@ def load_log(
         return create_log(directory, config, start_offset=log_start_offset, now_ms=now_ms)
     seg_config = _segment_config(config)
     segments: list[LogSegment] = []
+    needs_rebuild: list[bool] = []
     for base in bases:
         missing_index = not files.index_file(directory, base).exists()
         seg = LogSegment(directory, base, seg_config, created_ms=now_ms)
-        needs_rebuild = missing_index
-        if not needs_rebuild:
+        broken = missing_index
+        if not broken:
             try:
                 seg.sanity_check()
             except LogError as e:
                 log.warning("%s: %s; rebuilding the indexes", directory.name, e)
-                needs_rebuild = True
-        if needs_rebuild and had_clean_shutdown:
-            seg.recover()
+                broken = True
         segments.append(seg)
+        needs_rebuild.append(broken)
+
+    # After a crash, every segment from the one holding the recovery point is rescanned.
+    rescan = len(segments)
+    if not had_clean_shutdown:
+        rescan = max(
+            (i for i, s in enumerate(segments) if s.base_offset <= recovery_point), default=0
+        )
+    for seg, broken in zip(segments[:rescan], needs_rebuild):
+        if broken:  # data below the recovery point is intact: only its indexes are rebuilt
+            seg.recover(reset_txn_index=False)
 
     epoch_cache = LeaderEpochFileCache(
         LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
     )
-    if not had_clean_shutdown:
-        segments = _recover_segments(directory, segments, recovery_point, epoch_cache)
+    psm = _producer_state(directory, config)
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    if rescan < len(segments):
+        rescan_from = segments[rescan].base_offset
+        epoch_cache.truncate_from_end(rescan_from)
+        replay_from = psm.truncate_and_reload(log_start_offset, rescan_from, now_ms)
+        _replay(segments[:rescan], psm, replay_from)
+        segments = _recover_segments(directory, segments, rescan, epoch_cache, psm)
 
     for seg in segments[:-1]:
         seg.on_become_inactive()
     log_end_offset = segments[-1].next_offset()
-    log_start_offset = max(log_start_offset, segments[0].base_offset)
     log_start_offset = min(log_start_offset, log_end_offset)
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
-
-    psm = _producer_state(directory, config)
     plog = PartitionLog(
         directory,
         config,
@@ -146,33 +168,42 @@ def load_log(
     for seg in segments:
         first = seg.log.batch_at(0) if seg.size else None
         seg.rolling_based_timestamp = first.max_timestamp if first else None
-    replay_from = psm.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
-    replay_producer_state(plog, replay_from)
+    if rescan == len(segments):
+        replay_from = psm.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
+        replay_producer_state(plog, replay_from)
+    psm.update_map_end_offset(log_end_offset)
     return plog
+
+
+def _replay(segments: list[LogSegment], psm: ProducerStateManager, from_offset: int) -> None:
+    """Apply the batches of ``segments`` at or after ``from_offset`` to producer state."""
+    for seg in segments:
+        if seg.next_offset() <= from_offset:
+            continue
+        for _, batch in seg.log.full_batches_from(0):
+            if batch.last_offset >= from_offset:
+                apply_batch_to_producer_state(psm, batch)
 
 
 def _recover_segments(
     directory: Path,
     segments: list[LogSegment],
-    recovery_point: int,
+    start: int,
     epoch_cache: LeaderEpochFileCache,
+    psm: ProducerStateManager,
 ) -> list[LogSegment]:
-    """Rescan the segments from the recovery point; cut the log at the first bad byte."""
-    start = 0
-    for i, seg in enumerate(segments):
-        if seg.base_offset <= recovery_point:
-            start = i
-    # Epochs at or above the first rescanned segment are rebuilt from the batches themselves.
-    epoch_cache.truncate_from_end(segments[start].base_offset)
-
-    def on_batch(batch) -> None:
-        latest = epoch_cache.latest_epoch
-        epoch = batch.partition_leader_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
-            epoch_cache.assign(epoch, batch.base_offset)
-
+    """Rescan ``segments[start:]``: validate every batch, rebuild indexes, epochs, producer
+    state and aborted-transaction entries, and cut the log at the first bad byte."""
     for i in range(start, len(segments)):
         seg = segments[i]
+
+        def on_batch(batch, seg=seg) -> None:
+            latest = epoch_cache.latest_epoch
+            epoch = batch.partition_leader_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                epoch_cache.assign(epoch, batch.base_offset)
+            apply_batch_to_producer_state(psm, batch, on_aborted=seg.txn_index.append)
+
         truncated = seg.recover(on_batch)
         if truncated and i + 1 < len(segments):
             doomed = segments[i + 1 :]

@@ -683,6 +683,8 @@ class PartitionLog:
 
     def _rebuild_producer_state(self, now_ms: int) -> None:
         """Reload the newest snapshot at or below the LEO and replay the log after it."""
+        from kcore.log.producer_replay import replay_producer_state
+
         replay_from = self.producer_state.truncate_and_reload(
             self.log_start_offset, self.log_end_offset, now_ms
         )
@@ -706,14 +708,16 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments gone.
 
-        The active segment is only removed by time when it holds data and everything in it
-        expired: it is rolled first, as Kafka does. Files are renamed ``.deleted`` and removed
-        after ``file.delete.delay.ms`` by :meth:`delete_pending_segments`, so fetches already
-        holding a slice of them can finish.
+        Only segments wholly below the high watermark are deleted by retention (the next
+        segment starts at or below it), as in Kafka: data not yet replicated never goes. The
+        active segment is removed by time only when it holds data, everything in it expired and
+        it is all below the high watermark: it is rolled first. Files are renamed ``.deleted``
+        and removed after ``file.delete.delay.ms`` by :meth:`delete_pending_segments`, so
+        fetches already holding a slice of them can finish.
         """
-        if "delete" not in self.config.cleanup_policy:
-            return self._delete_segments_below_start(now_ms)
         deleted = self._delete_segments_below_start(now_ms)
+        if "delete" not in self.config.cleanup_policy:
+            return deleted
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             expired = 0
@@ -721,9 +725,9 @@ class PartitionLog:
                 if seg.size == 0 or now_ms - seg.max_timestamp <= retention_ms:
                     break
                 expired += 1
-            if expired == len(self.segments):
+            if expired == len(self.segments) and self.high_watermark == self.log_end_offset:
                 self.roll(now_ms)
-            deleted += self._delete_first(min(expired, len(self.segments) - 1), now_ms)
+            deleted += self._delete_first(expired, now_ms)
         retention_bytes = self.config.retention_bytes
         if retention_bytes >= 0:
             excess = self.size_in_bytes() - retention_bytes
@@ -736,6 +740,16 @@ class PartitionLog:
             deleted += self._delete_first(count, now_ms)
         return deleted
 
+    def _deletable_below_high_watermark(self, count: int) -> int:
+        """How many of the first ``count`` segments end at or below the high watermark."""
+        n = 0
+        while (
+            n < min(count, len(self.segments) - 1)
+            and self.segments[n + 1].base_offset <= self.high_watermark
+        ):
+            n += 1
+        return n
+
     def _delete_segments_below_start(self, now_ms: int) -> int:
         count = 0
         for i in range(len(self.segments) - 1):
@@ -746,6 +760,7 @@ class PartitionLog:
         return self._delete_first(count, now_ms)
 
     def _delete_first(self, count: int, now_ms: int) -> int:
+        count = self._deletable_below_high_watermark(count)
         if count <= 0:
             return 0
         gone = self.segments[:count]
@@ -804,55 +819,3 @@ class _Gather:
 
     def __len__(self) -> int:
         return self.size
-
-
-def replay_producer_state(plog: PartitionLog, from_offset: int) -> None:
-    """Rebuild producer state from the batches at and after ``from_offset`` (recovery)."""
-    psm = plog.producer_state
-    for seg in plog.segments[plog._segment_index(from_offset) :]:
-        position = 0
-        if seg.base_offset < from_offset:
-            first = seg.translate_offset(from_offset)
-            if first is None:
-                continue
-            position = first.position
-        for _, batch in seg.log.full_batches_from(position):
-            if batch.last_offset >= from_offset:
-                apply_batch_to_producer_state(psm, batch)
-    psm.update_map_end_offset(plog.log_end_offset)
-
-
-def apply_batch_to_producer_state(psm: ProducerStateManager, batch: RecordBatch) -> None:
-    """Record one existing batch in producer state (replication origin: trusted)."""
-    if batch.is_control:
-        control = read_control_record(batch)
-        if control is not None and control.type is ControlRecordType.MIRROR_PID_RESET:
-            psm.reset_producers()
-            return
-        if control is None or not control.is_transaction_marker:
-            return
-    if not has_producer_id(batch.producer_id):
-        return
-    info = psm.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
-    if batch.is_control:
-        completed = info.append_end_txn_marker(
-            control.type is ControlRecordType.COMMIT,
-            control.end_txn_marker().coordinator_epoch,
-            batch.producer_epoch,
-            batch.base_offset,
-            batch.max_timestamp,
-        )
-        psm.update(info)
-        psm.complete_txn(completed)
-    else:
-        info.append_data_batch(
-            batch.producer_epoch,
-            batch.base_sequence,
-            batch.last_sequence,
-            batch.max_timestamp,
-            batch.base_offset,
-            batch.last_offset,
-            batch.is_transactional,
-        )
-        psm.update(info)
-    psm.update_map_end_offset(batch.last_offset + 1)

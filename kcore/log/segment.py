@@ -132,9 +132,17 @@ class LogSegment:
         """The first batch at or after ``start_position`` whose last offset is >= ``offset``."""
         indexed = self.offset_index.lookup(offset)
         position = max(indexed.position, start_position)
-        for b in self.log.batches_from(position):
+        # A plain loop over batch_at rather than the batches_from generator: this is the hot
+        # path of every fetch (the same headers are read, in the same order).
+        batch_at = self.log.batch_at
+        end = self.log.size
+        while position < end:
+            b = batch_at(position)
+            if b is None:
+                return None
             if b.last_offset >= offset:
                 return b
+            position += b.size
         return None
 
     def read(
@@ -157,15 +165,19 @@ class LogSegment:
         end_limit = self.size if max_position is None else max_position
         if first.position >= end_limit:
             return None
-        length = 0
-        for b in self.log.batches_from(first.position, end_limit):
-            if length + b.size > max_size and not (min_one_batch and length == 0):
+        # The first batch's header was just read by translate_offset: start from it rather
+        # than reading it again (a lookup then costs one header read, not two).
+        length = first.size
+        if length > max_size and not min_one_batch:
+            return None
+        batch_at = self.log.batch_at
+        position = first.position + length
+        while length < max_size and position < end_limit:
+            b = batch_at(position)
+            if b is None or length + b.size > max_size:
                 break
             length += b.size
-            if length >= max_size:
-                break
-        if length == 0:
-            return None
+            position += b.size
         return self.log.slice(first.position, length), first
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> int | None:
@@ -222,15 +234,22 @@ class LogSegment:
             if b.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.base_offset
 
-    def recover(self, on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+    def recover(
+        self,
+        on_batch: Callable[[RecordBatch], None] | None = None,
+        *,
+        reset_txn_index: bool = True,
+    ) -> int:
         """Rescan the ``.log``: validate each batch, rebuild the indexes, cut a bad tail.
 
-        ``on_batch`` sees every valid batch in order (producer state and leader-epoch cache
-        are rebuilt from them). Returns the number of bytes truncated.
+        ``on_batch`` sees every valid batch in order (producer state, the leader-epoch cache
+        and, when ``reset_txn_index``, the transaction index are rebuilt from them by the
+        caller). Returns the number of bytes truncated.
         """
         self.offset_index.reset()
         self.time_index.reset()
-        self.txn_index.reset()
+        if reset_txn_index:
+            self.txn_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
         self._bytes_since_last_index_entry = 0
         valid_end = 0
