@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE_PACKAGES = ["kcore/protocol", "kcore/record", "kcore/log"]
+PURE_PACKAGES = ["kcore/protocol", "kcore/record", "kcore/log", "kcore/metadata", "kcore/raft"]
 FORBIDDEN = ("trio", "socket", "kcore.server", "kcore.client", "kcore.testing", "kcore.mirror")
 
 

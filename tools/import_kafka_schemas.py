@@ -15,7 +15,7 @@ schema when it has the API (it keeps the old fields), else from the snapshot. A 
 references; see its README), is preferred over both where it has the message.
 
 kcore's own additions (decision D-02: CreateTopics v8 ``MirrorInfo``, Fetch v19
-``MirrorLeaderEpoch``) are applied here, so a re-import reproduces the committed files exactly.
+``MirrorLeaderEpoch``; spec M-88: PartitionChangeRecord v3 ``MinLeaderEpoch``) are applied here, so a re-import reproduces the committed files exactly.
 Hand-written declarations (the cluster-mirroring APIs, newer share-group APIs) are not touched.
 """
 
@@ -115,7 +115,13 @@ def _add_field(fields: list[dict], after_struct_path: list[str], new_field: dict
 
 
 def apply_extensions(name: str, kind: str, schema: dict) -> dict:
-    if name == "CreateTopics":
+    if name == "PartitionChangeRecord":
+        # Spec M-88: BumpLeaderEpochs sets a floor for the partition's next leader epoch.
+        schema["validVersions"] = "0-3"
+        schema["fields"].append(
+            {"name": "MinLeaderEpoch", "type": "int32", "versions": "3+", "default": "-1"}
+        )
+    elif name == "CreateTopics":
         schema["validVersions"] = "0-8"
         if kind == "request":
             _add_field(
@@ -275,6 +281,7 @@ def render_all() -> dict[str, str]:
         for path in sorted(directory.glob("*.json")):
             schema = load_json(path)
             if schema["name"] not in SKIPPED_RECORDS:
+                schema = apply_extensions(schema["name"], "message", schema)
                 files[f"{schema['name']}.def"] = render_message(schema["name"], schema)
     return files
 

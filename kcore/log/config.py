@@ -408,7 +408,8 @@ _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDf
 _INT_BOUNDS = {ConfigType.INT: (INT_MIN, INT_MAX), ConfigType.LONG: (LONG_MIN, LONG_MAX)}
 
 
-def _parse_text(name: str, text: str, type_: ConfigType) -> Any:
+def parse_text(name: str, text: str, type_: ConfigType) -> Any:
+    """``text`` as a value of ``type_`` by Kafka's ConfigDef rules; errors name ``name``."""
     trimmed = text.strip(_JAVA_TRIM)
     if type_ is ConfigType.BOOLEAN:
         if trimmed.lower() in ("true", "false"):
@@ -438,7 +439,7 @@ def parse_value(key: str, text: str) -> Any:
     its validator refuses (``Invalid value -5 for configuration retention.ms: ...``).
     """
     definition = config_key(key)
-    value = _parse_text(key, text, definition.type)
+    value = parse_text(key, text, definition.type)
     if definition.validator is not None:
         definition.validator.ensure_valid(key, value)
     return value
@@ -500,15 +501,17 @@ class _Layers:
         return None
 
 
-def _broker_value(key: ConfigKey, synonym: BrokerSynonym, text: str) -> Any:
-    """A broker synonym's text as the topic key's typed value; errors name the broker key."""
+def parse_broker_synonym(key: ConfigKey, synonym: BrokerSynonym, text: str) -> Any:
+    """A broker synonym's text as the topic key's typed value; errors name the broker key.
+
+    The controller uses it to validate broker-level AlterConfigs of ``log.*`` keys."""
     if synonym.factor == 1:
-        value = _parse_text(synonym.name, text, key.type)
+        value = parse_text(synonym.name, text, key.type)
         if key.validator is not None:
             key.validator.ensure_valid(synonym.name, value)
         return value
     # An hours or minutes setting: an INT on the broker, checked in the topic key's unit.
-    value = _parse_text(synonym.name, text, ConfigType.INT) * synonym.factor
+    value = parse_text(synonym.name, text, ConfigType.INT) * synonym.factor
     if key.name == "retention.ms" and value < 0:
         return -1  # KafkaConfig.logRetentionTimeMillis: any negative means unlimited
     try:
@@ -529,7 +532,7 @@ def _resolve(
     for synonym in key.synonyms:
         found = layers.lookup(synonym.name)
         if found is not None:
-            return _broker_value(key, synonym, found[0]), found[1]
+            return parse_broker_synonym(key, synonym, found[0]), found[1]
     return key.default, ConfigSource.DEFAULT_CONFIG
 
 

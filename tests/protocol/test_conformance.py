@@ -84,6 +84,8 @@ EXTENSIONS: dict[str, tuple[int, int, str, list[tuple]]] = {
         "Responses.Partitions",
         [("Responses.Partitions.MirrorLeaderEpoch", "int32", False, 3, -1, False)],
     ),
+    # Spec M-88: the floor BumpLeaderEpochs sets, a plain field at the end of the record.
+    "PartitionChangeRecord": (3, 2, "", [("MinLeaderEpoch", "int32", False, None, -1, False)]),
 }
 
 # Declared narrower than the references' union, on purpose. RequestHeader v0 (no ClientId) only
@@ -261,7 +263,10 @@ def decl_layout(msg: MessageDecl, version: int) -> list[tuple]:
 
 
 def _with_extension(rows: list[tuple], struct_path: str, added: list[tuple]) -> list[tuple]:
-    """``rows`` with ``added`` appended at the end of the struct at ``struct_path``."""
+    """``rows`` with ``added`` appended at the end of the struct at ``struct_path`` (``""``:
+    the top level)."""
+    if not struct_path:
+        return rows + added
     inside = [i for i, r in enumerate(rows) if r[0].startswith(struct_path + ".")]
     assert inside, f"no struct {struct_path} in the reference layout"
     at = inside[-1] + 1
@@ -354,8 +359,8 @@ def test_conformance_wire_layout_matches_the_reference_at_every_version(name):
     for version in range(msg.versions.lo, msg.versions.hi + 1):
         if extension is not None and version == extension[0]:
             _, extends, struct_path, added = extension
-            schema = new
-            expected = json_layout(new, extends)
+            schema = new or old
+            expected = json_layout(schema, extends)
             if added:
                 expected = _with_extension(expected, struct_path, added)
         else:

@@ -1,0 +1,296 @@
+"""Dynamic configuration in the metadata log (Kafka's ``ConfigurationControlManager``).
+
+Resources and their rules:
+
+* TOPIC (2): the topic must exist; every key a client sets or deletes must be a known topic
+  config that clients may touch (``mirror.name`` is internal, spec M-04); the resulting set of
+  overrides must pass :func:`kcore.log.config.validate` as a whole.
+* BROKER (4): name ``""`` is the cluster-wide default, a number is one broker (registered, or
+  this controller). Keys must be dynamic broker configs kcore knows: the ``log.*`` (and other)
+  broker synonyms of topic configs, which supply topic defaults, and the few thread-pool,
+  connection and throttle settings in :data:`BROKER_DYNAMIC_CONFIGS`.
+* Any other type needs a validator registered by the module that owns it
+  (``QuorumController.register_config_validator``; cluster mirroring registers CLUSTER_MIRROR,
+  64). Without one: INVALID_REQUEST "Unsupported resource type.".
+
+IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT (the last two only for LIST keys,
+on the comma-separated value). Legacy AlterConfigs replaces the resource's overrides with the
+request's, except that internal keys are kept (clients can neither set nor drop them).
+A ``ConfigRecord`` is written only for a value that changes; ``validate_only`` writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kcore.log import config as log_config
+from kcore.log.config import (
+    TOPIC_CONFIGS,
+    ConfigType,
+    InvalidConfigError,
+    ensure_client_alterable,
+    validate,
+)
+from kcore.metadata.context import ControllerContext, ControllerResult
+from kcore.metadata.image import ConfigResourceType
+from kcore.metadata.topic_names import validate_topic_name
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.protocol.messages import Message
+
+__all__ = [
+    "BROKER_DYNAMIC_CONFIGS",
+    "ConfigOp",
+    "ConfigValidator",
+    "alter_configs",
+    "incremental_alter_configs",
+]
+
+
+class ConfigOp:
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+_OP_NAMES = {0: "SET", 1: "DELETE", 2: "APPEND", 3: "SUBTRACT"}
+
+#: A validator for another resource type: (resource name, new overrides, keys the request
+#: touched, context) -> None, raising KafkaError; and which keys are lists (for APPEND).
+ConfigValidator = Callable[[str, Mapping[str, str], set[str], ControllerContext], None]
+
+# Dynamic broker settings that are not broker synonyms of topic configs: name -> (type, min).
+BROKER_DYNAMIC_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
+    "background.threads": (ConfigType.INT, 1),
+    "num.io.threads": (ConfigType.INT, 1),
+    "num.network.threads": (ConfigType.INT, 1),
+    "num.replica.fetchers": (ConfigType.INT, 1),
+    "num.recovery.threads.per.data.dir": (ConfigType.INT, 1),
+    "log.cleaner.threads": (ConfigType.INT, 0),
+    "log.cleaner.io.max.bytes.per.second": (ConfigType.DOUBLE, None),
+    "log.cleaner.backoff.ms": (ConfigType.LONG, 0),
+    "max.connections": (ConfigType.INT, 0),
+    "max.connections.per.ip": (ConfigType.INT, 0),
+    "max.connection.creation.rate": (ConfigType.INT, 0),
+    "leader.replication.throttled.rate": (ConfigType.LONG, 0),
+    "follower.replication.throttled.rate": (ConfigType.LONG, 0),
+    "replica.alter.log.dirs.io.max.bytes.per.second": (ConfigType.LONG, 0),
+    "mirror.replication.throttled.rate": (ConfigType.LONG, 0),  # spec M-95
+}
+
+# Broker synonyms of topic configs (log.retention.ms -> retention.ms ...).
+_SYNONYMS = {s.name: (key, s) for key in TOPIC_CONFIGS.values() for s in key.synonyms}
+
+
+def _key_type(resource_type: int, key: str) -> ConfigType | None:
+    if resource_type == ConfigResourceType.TOPIC:
+        k = TOPIC_CONFIGS.get(key)
+        return None if k is None else k.type
+    if resource_type == ConfigResourceType.BROKER:
+        if key in _SYNONYMS:
+            topic_key, synonym = _SYNONYMS[key]
+            return topic_key.type if synonym.factor == 1 else ConfigType.INT
+        entry = BROKER_DYNAMIC_CONFIGS.get(key)
+        return None if entry is None else entry[0]
+    return None
+
+
+def _check_broker_value(key: str, text: str) -> None:
+    if key in _SYNONYMS:
+        topic_key, synonym = _SYNONYMS[key]
+        log_config.parse_broker_synonym(topic_key, synonym, text)
+        return
+    entry = BROKER_DYNAMIC_CONFIGS.get(key)
+    if entry is None:
+        raise InvalidConfigError(key, f"Unknown or non-dynamic broker configuration {key}")
+    type_, low = entry
+    value = log_config.parse_text(key, text, type_)
+    if low is not None and value < low:
+        raise InvalidConfigError(
+            key, f"Invalid value {text} for configuration {key}: Value must be at least {low}"
+        )
+
+
+def _check_resource(ctx: ControllerContext, rtype: int, name: str) -> None:
+    """Kafka's ``checkConfigResource`` plus the existence check."""
+    if rtype == ConfigResourceType.TOPIC:
+        try:
+            validate_topic_name(name)
+        except KafkaError:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Illegal topic name.") from None
+        if name not in ctx.image.topics.by_name:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
+    elif rtype == ConfigResourceType.BROKER:
+        if name == "":
+            return
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, "Illegal non-integral BROKER resource type name."
+            ) from None
+        if broker_id < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, "Illegal negative broker ID in BROKER resource."
+            )
+        if broker_id not in ctx.image.cluster.brokers and broker_id != ctx.config.node_id:
+            raise KafkaError(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"No broker with id {broker_id} found."
+            )
+    elif rtype == ConfigResourceType.BROKER_LOGGER:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type BROKER_LOGGER.")
+    elif rtype not in ctx.config_validators:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type.")
+
+
+def _validate(
+    ctx: ControllerContext, rtype: int, name: str, new: Mapping[str, str], touched: set[str]
+) -> None:
+    try:
+        if rtype == ConfigResourceType.TOPIC:
+            for key in touched:
+                ensure_client_alterable(key)
+            validate(new, allow_internal=True, broker_config=ctx.broker_defaults())
+        elif rtype == ConfigResourceType.BROKER:
+            for key in sorted(touched):
+                if key in new:
+                    _check_broker_value(key, new[key])
+                elif key not in _SYNONYMS and key not in BROKER_DYNAMIC_CONFIGS:
+                    _check_broker_value(key, "")  # unknown key: refused even for DELETE
+        else:
+            ctx.config_validators[rtype](name, new, touched, ctx)
+    except InvalidConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, e.message) from None
+
+
+def _records(
+    rtype: int, name: str, old: Mapping[str, str], new: Mapping[str, str]
+) -> list[Message]:
+    out: list[Message] = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            out.append(
+                m.ConfigRecord(
+                    resource_type=rtype, resource_name=name, name=key, value=new.get(key)
+                )
+            )
+    return out
+
+
+def _duplicates(configs: list) -> bool:
+    names = [c.name for c in configs]
+    return len(set(names)) != len(names)
+
+
+def _split(value: str) -> list[str]:
+    return [v for v in (x.strip() for x in value.split(",")) if v]
+
+
+def _incremental(ctx: ControllerContext, res: Message) -> list[Message]:
+    rtype, name = res.resource_type, res.resource_name
+    if _duplicates(res.configs):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    _check_resource(ctx, rtype, name)
+    old = dict(ctx.image.configs.get(rtype, name))
+    new = dict(old)
+    touched: set[str] = set()
+    for c in res.configs:
+        touched.add(c.name)
+        op = c.config_operation
+        if op == ConfigOp.SET:
+            if c.value is None:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"
+                )
+            new[c.name] = c.value
+        elif op == ConfigOp.DELETE:
+            new.pop(c.name, None)
+        elif op in (ConfigOp.APPEND, ConfigOp.SUBTRACT):
+            if _key_type(rtype, c.name) is not ConfigType.LIST and not _is_list_key(
+                ctx, rtype, c.name
+            ):
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {_OP_NAMES[op]} to key {c.name} because its type is not LIST.",
+                )
+            items = _split(new.get(c.name, ""))
+            for v in _split(c.value or ""):
+                if op == ConfigOp.APPEND and v not in items:
+                    items.append(v)
+                elif op == ConfigOp.SUBTRACT and v in items:
+                    items.remove(v)
+            new[c.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    _validate(ctx, rtype, name, new, touched)
+    return _records(rtype, name, old, new)
+
+
+def _is_list_key(ctx: ControllerContext, rtype: int, key: str) -> bool:
+    validator = ctx.config_validators.get(rtype)
+    list_keys = getattr(validator, "list_keys", ())
+    return key in list_keys
+
+
+def incremental_alter_configs(
+    ctx: ControllerContext, request: m.IncrementalAlterConfigsRequest
+) -> ControllerResult[m.IncrementalAlterConfigsResponse]:
+    response = m.IncrementalAlterConfigsResponse()
+    records: list[Message] = []
+    for res in request.resources:
+        out = m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            error_message=None,
+        )
+        response.responses.append(out)
+        try:
+            records += _incremental(ctx, res)
+        except KafkaError as e:
+            out.error_code, out.error_message = int(e.code), e.message
+    return ControllerResult.of([] if request.validate_only else records, response)
+
+
+def _legacy(ctx: ControllerContext, res: Message) -> list[Message]:
+    rtype, name = res.resource_type, res.resource_name
+    if _duplicates(res.configs):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    _check_resource(ctx, rtype, name)
+    old = dict(ctx.image.configs.get(rtype, name))
+    new = {c.name: c.value for c in res.configs if c.value is not None}
+    touched = set(new) | {c.name for c in res.configs}
+    for key, value in old.items():
+        if key not in touched:
+            internal = (
+                rtype == ConfigResourceType.TOPIC
+                and key in TOPIC_CONFIGS
+                and TOPIC_CONFIGS[key].internal_only
+            )
+            if internal:
+                new[key] = value  # kept: only the controller's own operations change it
+            else:
+                touched.add(key)
+    _validate(ctx, rtype, name, new, touched)
+    return _records(rtype, name, old, new)
+
+
+def alter_configs(
+    ctx: ControllerContext, request: m.AlterConfigsRequest
+) -> ControllerResult[m.AlterConfigsResponse]:
+    response = m.AlterConfigsResponse()
+    records: list[Message] = []
+    for res in request.resources:
+        out = m.AlterConfigsResponse.AlterConfigsResourceResponse(
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            error_message=None,
+        )
+        response.responses.append(out)
+        try:
+            records += _legacy(ctx, res)
+        except KafkaError as e:
+            out.error_code, out.error_message = int(e.code), e.message
+    return ControllerResult.of([] if request.validate_only else records, response)

@@ -1,0 +1,257 @@
+"""The controller's state machine (Kafka's ``QuorumController``), pure: no I/O, time passed in.
+
+Theory of operation
+-------------------
+The controller's state is the latest :class:`~kcore.metadata.image.MetadataImage`, *including*
+records appended but not yet committed, plus soft state (broker heartbeat times). An operation
+validates its request against that state and returns a
+:class:`~kcore.metadata.context.ControllerResult`: records and a response. It never changes the
+state itself. The driver (the only caller) must, for every result::
+
+    result = controller.create_topics(request)
+    if result.records:
+        offsets = raft.propose([encode_record(r) for r in result.records], now)   # one batch
+        controller.replay_batch(result.records, offsets.start)                    # at once
+        # ... and send result.response when the high watermark passes offsets[-1]
+    else:
+        send(result.response)                                                     # nothing to wait for
+
+Replaying its own records right after appending them (before the next operation) is what
+makes the next operation see them: two AllocateProducerIds in a row get different blocks, a
+second CreateTopics for the same name fails. The driver also:
+
+* replays every committed record it did not append itself (records from a previous leader, or
+  everything while this node is not the active controller): ``replay_batch(records, offset)``
+  skips offsets it has already replayed, so it may simply replay everything committed;
+* reports the high watermark with ``commit(last_committed_offset)``;
+* calls ``renounce()`` when this node stops being the active controller: the state goes back to
+  the last committed offset (uncommitted records may be truncated away) and soft state is
+  dropped;
+* calls ``activate(now)`` when it becomes active, and appends the records it returns (the
+  bootstrap records if the log is empty);
+* calls ``poll(now)`` at ``next_deadline_ms(now)`` (and may call it any time): it fences one
+  broker whose session expired, with the records that move its leaderships;
+* passes the Raft log end offset with ``set_log_end_offset`` before ``register_broker`` if Raft
+  appended control records the controller never sees (a broker's epoch is the offset of its
+  registration record).
+
+Operations
+----------
+``create_topics``, ``delete_topics``, ``create_partitions``, ``alter_configs``,
+``incremental_alter_configs``, ``register_broker``, ``broker_heartbeat``, ``unregister_broker``,
+``alter_partition``, ``bump_leader_epochs``, ``allocate_producer_ids``, ``update_features``,
+``create_acls``, ``delete_acls``: each takes the decoded request (and the API version where
+the version changes its meaning) and returns the response message to send.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kcore.metadata import (
+    acls,
+    cluster_control,
+    config_control,
+    features,
+    producer_ids,
+    replication,
+)
+from kcore.metadata.bootstrap import bootstrap_records
+from kcore.metadata.cluster_control import BrokerHeartbeatTracker
+from kcore.metadata.config_control import ConfigValidator
+from kcore.metadata.context import ControllerConfig, ControllerContext, ControllerResult
+from kcore.metadata.delta import MetadataDelta
+from kcore.metadata.image import MetadataImage
+from kcore.protocol import messages as m
+from kcore.protocol.messages import Message
+
+__all__ = ["ControllerConfig", "ControllerResult", "QuorumController"]
+
+
+@dataclass
+class _Pending:
+    """A replayed batch that is not fully committed yet, and the image before it."""
+
+    first_offset: int
+    last_offset: int
+    image_before: MetadataImage
+    records: list[tuple[int, Message]]
+
+
+class QuorumController:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        *,
+        image: MetadataImage | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """``image``: the committed state to start from (a loaded snapshot), else empty.
+        ``rng``: the source of topic ids, ACL ids and placement choices (seed it in tests)."""
+        if image is None:
+            image = MetadataImage.empty(config.cluster_id)
+        self.ctx = ControllerContext(config, image, rng if rng is not None else random.Random())
+        self.ctx.heartbeats = BrokerHeartbeatTracker(config.broker_session_timeout_ms)
+        self._pending: list[_Pending] = []
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> ControllerConfig:
+        return self.ctx.config
+
+    @property
+    def image(self) -> MetadataImage:
+        """The latest state, uncommitted records included."""
+        return self.ctx.image
+
+    @property
+    def last_offset(self) -> int:
+        return self.ctx.last_offset
+
+    @property
+    def committed_offset(self) -> int:
+        return self.ctx.committed_offset
+
+    def replay(self, record: Message, offset: int) -> None:
+        self.replay_batch([record], offset)
+
+    def replay_batch(self, records: Sequence[Message], first_offset: int) -> None:
+        """Apply records numbered from ``first_offset``; offsets already replayed are skipped."""
+        numbered = [
+            (first_offset + i, r)
+            for i, r in enumerate(records)
+            if first_offset + i > self.ctx.last_offset
+        ]
+        if not numbered:
+            return
+        before = self.ctx.image
+        delta = MetadataDelta(before)
+        for offset, rec in numbered:
+            delta.replay(rec, offset)
+        self.ctx.image = delta.apply()
+        self.ctx.last_offset = numbered[-1][0]
+        if numbered[-1][0] > self.ctx.committed_offset:
+            self._pending.append(_Pending(numbered[0][0], numbered[-1][0], before, numbered))
+
+    def commit(self, offset: int) -> None:
+        """Records up to ``offset`` (inclusive) are committed."""
+        if offset <= self.ctx.committed_offset:
+            return
+        self.ctx.committed_offset = offset
+        self._pending = [p for p in self._pending if p.last_offset > offset]
+
+    def set_log_end_offset(self, offset: int) -> None:
+        """The offset the next appended record will get (see the module docstring)."""
+        self.ctx.next_write_offset = offset
+
+    def renounce(self) -> None:
+        """No longer the active controller: back to the committed state, soft state dropped."""
+        if self._pending:
+            first = self._pending[0]
+            self.ctx.image = first.image_before
+            self.ctx.last_offset = first.first_offset - 1
+            committed = [(o, r) for o, r in first.records if o <= self.ctx.committed_offset]
+            self._pending = []
+            if committed:
+                self.replay_batch([r for _, r in committed], committed[0][0])
+        self.ctx.heartbeats = BrokerHeartbeatTracker(self.config.broker_session_timeout_ms)
+        self.ctx.next_write_offset = None
+
+    def register_config_validator(self, resource_type: int, validator: ConfigValidator) -> None:
+        """Accept (Incremental)AlterConfigs for ``resource_type`` (for example CLUSTER_MIRROR),
+        checked by ``validator``; a ``list_keys`` attribute on it names its LIST keys."""
+        self.ctx.config_validators[int(resource_type)] = validator
+
+    # -- activation and time -----------------------------------------------------------------
+
+    def activate(
+        self, now_ms: int, *, bootstrap: Iterable[Message] | None = None
+    ) -> ControllerResult[None]:
+        """Become the active controller. Every unfenced broker gets a fresh session; an empty
+        log gets ``bootstrap`` (default: :func:`~kcore.metadata.bootstrap.bootstrap_records`)."""
+        self.ctx.heartbeats = BrokerHeartbeatTracker(self.config.broker_session_timeout_ms)
+        for reg in self.image.cluster.brokers.values():
+            self.ctx.heartbeats.touch(reg.id, now_ms)
+        if self.image.features.metadata_version == 0:
+            records = list(bootstrap) if bootstrap is not None else bootstrap_records()
+            return ControllerResult.of(records, None)
+        return ControllerResult.of([], None)
+
+    def poll(self, now_ms: int) -> ControllerResult[int | None]:
+        """Periodic work: fence one broker whose session expired (the response is its id)."""
+        return cluster_control.fence_stale_broker(self.ctx, now_ms)
+
+    def next_deadline_ms(self, now_ms: int) -> int | None:
+        """When ``poll`` next has work to do, or None if never without new input."""
+        return cluster_control.next_session_deadline(self.ctx, now_ms)
+
+    # -- operations --------------------------------------------------------------------------
+
+    def create_topics(
+        self, request: m.CreateTopicsRequest
+    ) -> ControllerResult[m.CreateTopicsResponse]:
+        return replication.create_topics(self.ctx, request)
+
+    def delete_topics(
+        self, request: m.DeleteTopicsRequest, api_version: int = 6
+    ) -> ControllerResult[m.DeleteTopicsResponse]:
+        return replication.delete_topics(self.ctx, request, api_version)
+
+    def create_partitions(
+        self, request: m.CreatePartitionsRequest
+    ) -> ControllerResult[m.CreatePartitionsResponse]:
+        return replication.create_partitions(self.ctx, request)
+
+    def alter_partition(
+        self, request: m.AlterPartitionRequest, api_version: int = 3
+    ) -> ControllerResult[m.AlterPartitionResponse]:
+        return replication.alter_partition(self.ctx, request, api_version)
+
+    def bump_leader_epochs(
+        self, request: m.BumpLeaderEpochsRequest
+    ) -> ControllerResult[m.BumpLeaderEpochsResponse]:
+        return replication.bump_leader_epochs(self.ctx, request)
+
+    def alter_configs(
+        self, request: m.AlterConfigsRequest
+    ) -> ControllerResult[m.AlterConfigsResponse]:
+        return config_control.alter_configs(self.ctx, request)
+
+    def incremental_alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest
+    ) -> ControllerResult[m.IncrementalAlterConfigsResponse]:
+        return config_control.incremental_alter_configs(self.ctx, request)
+
+    def register_broker(
+        self, request: m.BrokerRegistrationRequest, now_ms: int
+    ) -> ControllerResult[m.BrokerRegistrationResponse]:
+        return cluster_control.register_broker(self.ctx, request, now_ms)
+
+    def broker_heartbeat(
+        self, request: m.BrokerHeartbeatRequest, now_ms: int
+    ) -> ControllerResult[m.BrokerHeartbeatResponse]:
+        return cluster_control.broker_heartbeat(self.ctx, request, now_ms)
+
+    def unregister_broker(
+        self, request: m.UnregisterBrokerRequest
+    ) -> ControllerResult[m.UnregisterBrokerResponse]:
+        return cluster_control.unregister_broker(self.ctx, request)
+
+    def allocate_producer_ids(
+        self, request: m.AllocateProducerIdsRequest
+    ) -> ControllerResult[m.AllocateProducerIdsResponse]:
+        return producer_ids.allocate_producer_ids(self.ctx, request)
+
+    def update_features(
+        self, request: m.UpdateFeaturesRequest, api_version: int = 2
+    ) -> ControllerResult[m.UpdateFeaturesResponse]:
+        return features.update_features(self.ctx, request, api_version)
+
+    def create_acls(self, request: m.CreateAclsRequest) -> ControllerResult[m.CreateAclsResponse]:
+        return acls.create_acls(self.ctx, request)
+
+    def delete_acls(self, request: m.DeleteAclsRequest) -> ControllerResult[m.DeleteAclsResponse]:
+        return acls.delete_acls(self.ctx, request)
