@@ -52,6 +52,8 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+# Logs beside the partitions that other owners open (the metadata quorum's log).
+INTERNAL_LOG_TOPICS = frozenset({"__cluster_metadata"})
 
 TopicPartition = tuple[str, int]
 
@@ -137,7 +139,7 @@ class LogManager:
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_partition_dir_name(name)
-            if tp is None:
+            if tp is None or tp[0] in INTERNAL_LOG_TOPICS:
                 continue
             topic_id = read_partition_metadata(path)
             if topic_id is not None:

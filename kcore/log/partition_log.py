@@ -596,7 +596,11 @@ class PartitionLog:
             if seg.base_offset >= max_offset:
                 break
             max_position = None
-            if i + 1 == len(self.segments) or self.segments[i + 1].base_offset > max_offset:
+            # Bound the read by the position of max_offset when it lies inside this segment
+            # (a bound at the log end needs no lookup: the segment ends there).
+            if max_offset < self.log_end_offset and (
+                i + 1 == len(self.segments) or self.segments[i + 1].base_offset > max_offset
+            ):
                 bound = seg.translate_offset(max_offset)
                 max_position = bound.position if bound is not None else None
             got = seg.read(offset, max_bytes, max_position, min_one_batch)
