@@ -1,5 +1,6 @@
 # kcore — the two commands of the README's quick start live here.
 #
+#   make run    create .venv if needed, install kcore, run a single-node broker on 127.0.0.1:9092
 #   make test   create .venv if needed, install kcore with its test dependencies, lint, run the suite
 #
 # Nothing here assumes anything beyond Python 3.11 and pip on the machine.
@@ -9,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: test lint format bench-protocol soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -17,6 +18,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# A single-node broker+controller with data in ./data (formatted on first start). Ctrl-C stops
+# it cleanly. Extra settings: make run ARGS="--override num.partitions=3".
+run: $(STAMP)
+	$(VENV)/bin/kcore server $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -35,8 +41,16 @@ format: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -q -m slow --run-slow
 
+bench: bench-protocol bench-log bench-raft
+
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
+
+bench-log: $(STAMP)
+	$(PY) bench/log_bench.py
+
+bench-raft: $(STAMP)
+	$(PY) bench/raft_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

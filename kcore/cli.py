@@ -1,44 +1,37 @@
 """The ``kcore`` command line: one entry point, one subcommand per tool.
 
-Subcommands register themselves in :data:`COMMANDS`; later parts of kcore add ``server``,
-``dump-log``, ``cluster-mirrors`` and others here.
+Each subcommand lives in ``kcore/commands/`` with ``add_arguments(parser)`` and ``main(args)``;
+this module only builds the parser from them and dispatches.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Callable
 
 from kcore import __version__
 
-
-def _cmd_apis(args: argparse.Namespace) -> int:
-    """List the APIs the protocol codec knows, with their versions."""
-    from kcore.protocol import APIS
-
-    print(f"{'key':>4}  {'api':<32} {'versions':<10} flexible")
-    for api in APIS.values():
-        print(f"{api.key:>4}  {api.name:<32} {api.versions!s:<10} {api.flexible}")
-    return 0
-
-
-def _cmd_version(args: argparse.Namespace) -> int:
-    print(f"kcore {__version__}")
-    return 0
-
-
-COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
-    "apis": (_cmd_apis, "list the Kafka APIs and versions kcore's codec speaks"),
-    "version": (_cmd_version, "print kcore's version"),
+# name -> (module in kcore.commands, entry function, help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "server": ("server", "main", "run a kcore node in the foreground (kafka-server-start.sh)"),
+    "format": ("format", "main", "format the data directories of a node (kafka-storage.sh)"),
+    "random-uuid": ("format", "random_uuid_main", "print a new cluster id"),
+    "topics": ("topics", "main", "create, list, describe, alter and delete topics"),
+    "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
+    "version": ("info", "version_main", "print kcore's version"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kcore", description="kcore: a Kafka-compatible broker")
+    parser.add_argument("--version", action="version", version=f"kcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_, help_text) in COMMANDS.items():
-        sub.add_parser(name, help=help_text)
+    for name, (module, _, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(f"kcore.commands.{module}")
+        if hasattr(mod, "add_arguments") and module != "info":
+            mod.add_arguments(command)
     return parser
 
 
@@ -48,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return COMMANDS[args.command][0](args)
+    module, function, _ = COMMANDS[args.command]
+    return getattr(importlib.import_module(f"kcore.commands.{module}"), function)(args)
 
 
 if __name__ == "__main__":

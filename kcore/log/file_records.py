@@ -181,6 +181,8 @@ class FileRecords:
                     return  # garbage length: the caller truncates here
                 if offset + size > len(view):
                     if offset == 0:  # one batch larger than the chunk: read it whole
+                        if position + size > self.size:
+                            return  # a torn batch, or a corrupt length: never allocate it
                         whole = os.pread(self.fd, size, position)
                         if len(whole) < size:
                             return

@@ -719,7 +719,7 @@ class PartitionLog:
         and removed after ``file.delete.delay.ms`` by :meth:`delete_pending_segments`, so
         fetches already holding a slice of them can finish.
         """
-        deleted = self._delete_segments_below_start(now_ms)
+        deleted = self.delete_segments_below_log_start(now_ms)
         if "delete" not in self.config.cleanup_policy:
             return deleted
         retention_ms = self.config.retention_ms
@@ -754,7 +754,7 @@ class PartitionLog:
             n += 1
         return n
 
-    def _delete_segments_below_start(self, now_ms: int) -> int:
+    def delete_segments_below_log_start(self, now_ms: int) -> int:
         count = 0
         for i in range(len(self.segments) - 1):
             if self.segments[i + 1].base_offset <= self.log_start_offset:

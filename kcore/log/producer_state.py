@@ -339,7 +339,11 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open or not-yet-replicated transaction."""
-        candidates = [next(iter(d)) for d in (self._ongoing, self._unreplicated) if d]
+        # _ongoing is in first-offset order (transactions open in offset order), but
+        # _unreplicated is in completion order: markers may complete them in any order.
+        candidates = [next(iter(self._ongoing))] if self._ongoing else []
+        if self._unreplicated:
+            candidates.append(min(self._unreplicated))
         return min(candidates) if candidates else None
 
     @property

@@ -103,6 +103,10 @@ class KafkaServer:
         self.limits = limits or ConnectionLimits()
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> actual (host, port)
         self.connections = 0
+        self._accepting: list[trio.CancelScope] = []  # one per listener
+        self._draining = False
+        self._idle = trio.Event()
+        self._open: set[_Connection] = set()
 
     async def serve(self, listeners: list[ListenerSpec], *, task_status=trio.TASK_STATUS_IGNORED):
         """Bind every listener, report readiness, then serve until cancelled."""
@@ -112,13 +116,26 @@ class KafkaServer:
                 host, port = sockets[0].socket.getsockname()[:2]
                 self.bound[spec.name] = (host, port)
                 log.info("listening on %s://%s:%d (%s)", spec.name, host, port, spec.listener_type)
-                nursery.start_soon(self._accept_loop, spec, sockets)
+                nursery.start_soon(self._accept_loop, spec, sockets, nursery)
             task_status.started(dict(self.bound))
 
-    async def _accept_loop(self, spec: ListenerSpec, sockets) -> None:
-        async with trio.open_nursery() as nursery:
-            for listener in sockets:
-                nursery.start_soon(self._accept, spec, listener, nursery)
+    async def drain(self) -> None:
+        """Stop accepting; let each connection finish the request it is processing, then close
+        it; return when none is left."""
+        self._draining = True
+        for scope in self._accepting:
+            scope.cancel()
+        for conn in list(self._open):
+            conn.stop_after_current()
+        if self.connections:
+            await self._idle.wait()
+
+    async def _accept_loop(self, spec: ListenerSpec, sockets, connections_nursery) -> None:
+        with trio.CancelScope() as scope:
+            self._accepting.append(scope)
+            async with trio.open_nursery() as nursery:
+                for listener in sockets:
+                    nursery.start_soon(self._accept, spec, listener, connections_nursery)
 
     async def _accept(self, spec: ListenerSpec, listener, nursery) -> None:
         async with listener:
@@ -136,6 +153,7 @@ class KafkaServer:
     async def _serve_connection(self, spec: ListenerSpec, stream: trio.SocketStream) -> None:
         conn = _Connection(self, spec, stream)
         self.connections += 1
+        self._open.add(conn)
         try:
             await conn.run()
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -146,6 +164,9 @@ class KafkaServer:
             log.exception("connection %d from %s failed", conn.id, conn.peer)
         finally:
             self.connections -= 1
+            self._open.discard(conn)
+            if self._draining and not self.connections:
+                self._idle.set()
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -165,13 +186,25 @@ class _Connection:
         except OSError:
             self.peer = "?"
         self.decoder = FrameDecoder(server.limits.max_frame_bytes)
+        self._scope: trio.CancelScope | None = None
+        self._busy = False
+        self._stopping = False
+
+    def stop_after_current(self) -> None:
+        """Close once the request being processed (if any) is answered (graceful shutdown)."""
+        self._stopping = True
+        if not self._busy and self._scope is not None:
+            self._scope.cancel()
 
     async def run(self) -> None:
         send, receive = trio.open_memory_channel(self.server.limits.max_queued_requests)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read, send)
-            await self._process(receive)
-            nursery.cancel_scope.cancel()
+        with trio.CancelScope() as self._scope:
+            if self._stopping:
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read, send)
+                await self._process(receive)
+                nursery.cancel_scope.cancel()
 
     async def _read(self, send: trio.MemorySendChannel) -> None:
         idle = self.server.limits.idle_timeout_s
@@ -198,9 +231,16 @@ class _Connection:
     async def _process(self, receive: trio.MemoryReceiveChannel) -> None:
         async with receive:
             async for frame in receive:
-                parts = await self._handle(frame)
-                if parts:
-                    await self._send(parts)
+                self._busy = True
+                try:
+                    with trio.CancelScope(shield=self._stopping):
+                        parts = await self._handle(frame)
+                        if parts:
+                            await self._send(parts)
+                finally:
+                    self._busy = False
+                if self._stopping:
+                    return
 
     async def _handle(self, frame: bytes) -> list[Any] | None:
         try:

@@ -35,10 +35,14 @@ class HandlerSpec:
 
 
 class HandlerRegistry:
-    """API key → handler, with advertised versions per listener type."""
+    """(API key, listener type) → handler, with advertised versions per listener type.
+
+    One API key may have a different handler on each listener type: Fetch (key 1) serves
+    partitions on BROKER listeners and the Raft metadata partition on CONTROLLER listeners.
+    """
 
     def __init__(self) -> None:
-        self._specs: dict[int, HandlerSpec] = {}
+        self._specs: dict[tuple[int, str], HandlerSpec] = {}
 
     def register(
         self,
@@ -59,18 +63,18 @@ class HandlerRegistry:
             )
 
         def decorate(fn: Handler) -> Handler:
-            if api_key in self._specs:
-                raise ValueError(f"{api.name} registered twice")
-            self._specs[api_key] = HandlerSpec(api_key, api.name, fn, lo, hi, frozenset(listeners))
+            spec = HandlerSpec(api_key, api.name, fn, lo, hi, frozenset(listeners))
+            taken = sorted(kind for kind in spec.listeners if (api_key, kind) in self._specs)
+            if taken:
+                raise ValueError(f"{api.name} registered twice (on {', '.join(taken)} listeners)")
+            for kind in spec.listeners:
+                self._specs[(api_key, kind)] = spec
             return fn
 
         return decorate
 
     def get(self, api_key: int, listener_type: str) -> HandlerSpec | None:
-        spec = self._specs.get(api_key)
-        if spec is None or listener_type not in spec.listeners:
-            return None
-        return spec
+        return self._specs.get((api_key, listener_type))
 
     def supports(self, api_key: int, version: int, listener_type: str) -> bool:
         spec = self.get(api_key, listener_type)
@@ -80,8 +84,8 @@ class HandlerRegistry:
         """``(api_key, min, max)`` for ApiVersions on a listener of ``listener_type``."""
         return [
             (s.api_key, s.min_version, s.max_version)
-            for s in sorted(self._specs.values(), key=lambda s: s.api_key)
-            if listener_type in s.listeners
+            for (_, kind), s in sorted(self._specs.items())
+            if kind == listener_type
         ]
 
     def merge(self, other: HandlerRegistry) -> None:

@@ -1,0 +1,12 @@
+"""kcore as a test dependency: :class:`EmbeddedCluster` and the ``kcore_cluster`` fixture.
+
+Install kcore and its pytest plugin registers itself (entry point ``pytest11``)::
+
+    def test_orders(kcore_cluster):
+        kcore_cluster.create_topic("orders")
+        ...  # point any Kafka client at kcore_cluster.bootstrap_servers
+"""
+
+from kcore.testing.embedded import EmbeddedCluster, free_port
+
+__all__ = ["EmbeddedCluster", "free_port"]

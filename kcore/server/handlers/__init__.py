@@ -1,1 +1,25 @@
 """Request handlers, one module per API family; each module has ``register(registry)``."""
+
+from __future__ import annotations
+
+from kcore.server.handlers import (
+    api_versions,
+    configs,
+    fetch,
+    metadata,
+    offsets,
+    produce,
+    producer_ids,
+    topics,
+)
+from kcore.server.registry import HandlerRegistry
+
+FAMILIES = (api_versions, produce, fetch, offsets, metadata, topics, configs, producer_ids)
+
+
+def all_handlers(config=None) -> HandlerRegistry:
+    """A registry with every client-facing handler."""
+    registry = HandlerRegistry()
+    for family in FAMILIES:
+        family.register(registry)
+    return registry

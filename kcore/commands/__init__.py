@@ -1,0 +1,1 @@
+"""The ``kcore`` subcommands, one module each (``kcore/cli.py`` dispatches)."""

@@ -1,0 +1,383 @@
+"""The kcore process: storage, metadata quorum, controller and broker, wired together.
+
+Theory of operation
+-------------------
+:meth:`KafkaBroker.run` starts, in one nursery and in this order:
+
+1. the **log manager** (recovering logs after an unclean shutdown);
+2. the **metadata quorum** (Raft on ``__cluster_metadata-0``) whose committed batches feed the
+   **metadata loader**; this object is a publisher of the loader: every new image is turned into
+   replica-manager changes (partitions created, led, followed, deleted) and config reloads;
+3. on controller nodes, the **controller service**, active while this node leads the quorum;
+4. the **listeners** (:class:`~kcore.server.network.KafkaServer`), broker listeners serving the
+   client APIs and controller listeners the Raft and controller APIs;
+5. the **broker lifecycle**: registration with the controller, then heartbeats every
+   ``broker.heartbeat.interval.ms``; the broker is ready once the controller unfences it;
+6. the **maintenance** task (log flush, retention, checkpoints every second).
+
+Shutdown (:meth:`KafkaBroker.request_stop`: SIGTERM/SIGINT in ``kcore server``) stops accepting,
+lets in-flight requests finish under a deadline, resigns Raft leadership, and closes every log
+cleanly (producer snapshots, trimmed indexes, checkpoints, the clean-shutdown marker) so the next
+start scans nothing. A plain cancellation skips the draining but still closes the logs.
+
+Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
+``metadata_image``, ``purgatory``, ``fetch_manager``, :meth:`controller_call`, ...
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kcore.log.config import LogConfig
+from kcore.log.log_dirs import MetaProperties, random_uuid, uuid_to_base64
+from kcore.log.log_manager import LogManager
+from kcore.metadata.context import ControllerConfig
+from kcore.metadata.controller import QuorumController
+from kcore.metadata.features import SUPPORTED_FEATURES
+from kcore.metadata.image import MetadataImage
+from kcore.metadata.publisher import MetadataLoader
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.partition import PartitionState
+from kcore.replica.replica_manager import ReplicaManager
+from kcore.server.config import BrokerConfig
+from kcore.server.controller_service import ControllerService
+from kcore.server.fetch_session import FetchManager, FetchSessionCache
+from kcore.server.handlers import all_handlers
+from kcore.server.handlers.producer_ids import ProducerIdManager
+from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
+from kcore.server.purgatory import Purgatory
+from kcore.server.registry import BROKER, CONTROLLER
+
+log = logging.getLogger(__name__)
+
+MAINTENANCE_INTERVAL_S = 1.0
+SHUTDOWN_DRAIN_S = 5.0
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def ensure_formatted(config: BrokerConfig, cluster_id: str | None = None) -> str:
+    """Write ``meta.properties`` where missing (``kcore format``); returns the cluster id.
+
+    Every directory must end up in the same cluster; a directory already formatted for another
+    cluster or node is refused.
+    """
+    dirs = [Path(d) for d in (*config.log_dirs, config.metadata_log_dir)]
+    existing = [MetaProperties.read(d) for d in dirs if d.exists()]
+    known = {mp.cluster_id for mp in existing if mp is not None}
+    if len(known) > 1:
+        raise ValueError(f"log directories belong to different clusters: {sorted(known)}")
+    cluster = cluster_id or (known.pop() if known else uuid_to_base64(random_uuid()))
+    for d in dict.fromkeys(dirs):
+        d.mkdir(parents=True, exist_ok=True)
+        mp = MetaProperties.read(d)
+        if mp is None:
+            MetaProperties(cluster, config.node_id, random_uuid()).write(d)
+        elif mp.cluster_id != cluster or mp.node_id != config.node_id:
+            raise ValueError(
+                f"{d} is formatted for cluster {mp.cluster_id} node {mp.node_id}, not cluster "
+                f"{cluster} node {config.node_id}"
+            )
+    return cluster
+
+
+class KafkaBroker:
+    """One kcore node (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig, *, quorum_factory: Callable[..., Any]) -> None:
+        """``quorum_factory(broker)`` builds the metadata quorum driver (kcore.raft.driver)."""
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id: str | None = None
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.purgatory = Purgatory()
+        self.fetch_manager = FetchManager(
+            FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        )
+        self.loader = MetadataLoader()
+        self.log_manager = LogManager(
+            list(config.log_dirs),
+            self._topic_config,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+        )
+        self.replica_manager = ReplicaManager(
+            self.node_id,
+            self.log_manager,
+            notify=self.purgatory.notify,
+            min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
+        )
+        self.registry = all_handlers(config)
+        self.server = KafkaServer(
+            self.registry,
+            self,
+            ConnectionLimits(
+                max_frame_bytes=config.socket_request_max_bytes,
+                idle_timeout_s=config.connections_max_idle_ms / 1000,
+            ),
+        )
+        self.producer_ids = ProducerIdManager(self)
+        self.quorum = quorum_factory(self)
+        self.controller_service: ControllerService | None = None
+        self.ready = trio.Event()
+        self._stop_requested = trio.Event()
+        self.stopped = trio.Event()
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+
+    # -- what handlers use -------------------------------------------------------------------
+
+    @property
+    def metadata_image(self) -> MetadataImage:
+        return self.loader.image
+
+    @property
+    def auto_create_topics(self) -> bool:
+        return self.config.auto_create_topics_enable
+
+    def controller_id_for_clients(self) -> int:
+        """KRaft brokers name a broker as "controller" to clients: admin requests sent there
+        are forwarded to the real controller (Kafka does the same)."""
+        return self.node_id
+
+    def topic_name_by_id(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.metadata_image.topics.by_id.get(topic_id)
+        return None if topic is None else topic.name
+
+    def _topic_config(self, topic: str) -> LogConfig:
+        cached = self._topic_configs.get(topic)
+        if cached is None:
+            overrides = dict(self.metadata_image.configs.topic(topic))
+            cached = LogConfig.from_layers(overrides, self.config.raw)
+            self._topic_configs[topic] = cached
+        return cached
+
+    async def controller_call(self, operation: Callable[[QuorumController, int], Any]) -> Any:
+        """Run a controller operation and return its response once committed.
+
+        On a combined broker+controller node the controller is in this process; a broker-only
+        node would forward to the active controller (not yet supported: NOT_CONTROLLER).
+        """
+        if self.controller_service is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller in this process")
+        # submit() returns once the records are committed, and the quorum calls every commit
+        # listener (this broker's metadata loader among them) before that: the image has them.
+        return await self.controller_service.submit(operation)
+
+    async def auto_create_topic(self, name: str) -> None:
+        request = m.CreateTopicsRequest(
+            topics=[
+                m.CreateTopicsRequest.CreatableTopic(
+                    name=name, num_partitions=-1, replication_factor=-1
+                )
+            ],
+            timeout_ms=30000,
+        )
+        response = await self.controller_call(lambda c, now: c.create_topics(request))
+        result = response.topics[0]
+        if result.error_code:
+            raise KafkaError(result.error_code, result.error_message)
+
+    async def wait_for_high_watermarks(self, waits, timeout_s: float) -> None:
+        """acks=all: wait until each partition's HW passes the appended offsets."""
+        with trio.move_on_after(max(timeout_s, 0)) as scope:
+            for topic, index, required, _entry in waits:
+                while True:
+                    partition = self.replica_manager.partitions.get((topic, index))
+                    if partition is None or partition.log.high_watermark >= required:
+                        break
+                    await self.purgatory.wait([(topic, index)], timeout_s)
+        if scope.cancelled_caught:
+            for topic, index, required, entry in waits:
+                partition = self.replica_manager.partitions.get((topic, index))
+                if partition is not None and partition.log.high_watermark < required:
+                    entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+
+    # -- metadata publisher ------------------------------------------------------------------
+
+    def on_metadata_update(self, delta, image: MetadataImage) -> None:
+        now = _now_ms()
+        if getattr(delta, "configs_delta", None) is not None:
+            self._topic_configs.clear()
+            for topic in {t for t, _ in self.replica_manager.partitions}:
+                self.log_manager.update_config(topic)
+        topics_delta = getattr(delta, "topics_delta", None)
+        if topics_delta is not None:
+            self._topic_configs.clear()
+            changes = topics_delta.local_changes(self.node_id)
+            for topic_id, index in changes.deletes:
+                old = topics_delta.previous.by_id.get(topic_id) or topics_delta.deleted.get(
+                    topic_id
+                )
+                if old is not None:
+                    self.replica_manager.remove_partition(old.name, index, delete_log=True)
+            for (topic_id, index), (name, reg) in {
+                **changes.followers,
+                **changes.leaders,
+            }.items():
+                self.replica_manager.apply_partition(
+                    name,
+                    topic_id,
+                    index,
+                    PartitionState(
+                        leader=reg.leader,
+                        leader_epoch=reg.leader_epoch,
+                        partition_epoch=reg.partition_epoch,
+                        replicas=tuple(reg.replicas),
+                        isr=tuple(reg.isr),
+                    ),
+                    now,
+                )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _listener_specs(self) -> list[ListenerSpec]:
+        controller_names = set(self.config.controller_listener_names)
+        specs = []
+        for listener in self.config.listeners:
+            kind = CONTROLLER if listener.name in controller_names else BROKER
+            specs.append(
+                ListenerSpec(listener.name, listener.host or "0.0.0.0", listener.port, kind)
+            )
+        return specs
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (SIGTERM, ``EmbeddedCluster.stop``); :meth:`run` returns
+        when it is done."""
+        self._stop_requested.set()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        self.cluster_id = ensure_formatted(config)
+        self.quorum.cluster_id = self.cluster_id
+        self.loader = MetadataLoader(cluster_id=self.cluster_id)
+        self.loader.install_publisher(self)
+        self.log_manager.startup(_now_ms())
+        self.quorum.on_commit(self._on_metadata_commit)
+        self.quorum.on_snapshot_loaded(self._on_metadata_snapshot)
+        if config.is_controller:
+            controller = QuorumController(
+                ControllerConfig.from_properties(config.effective, cluster_id=self.cluster_id)
+            )
+            self.controller_service = ControllerService(
+                self.node_id, controller, self.quorum, image=lambda: self.metadata_image
+            )
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.quorum.run)
+                if self.controller_service is not None:
+                    await nursery.start(self.controller_service.run)
+                self.bound = await nursery.start(self.server.serve, self._listener_specs())
+                if config.is_broker:
+                    await nursery.start(self._broker_lifecycle)
+                nursery.start_soon(self._maintenance)
+                log.info(
+                    "kcore node %d of cluster %s is ready (%s), data in %s",
+                    self.node_id,
+                    self.cluster_id,
+                    ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()),
+                    ", ".join(map(str, config.log_dirs)),
+                )
+                self.ready.set()
+                task_status.started(self)
+                await self._stop_requested.wait()
+                await self._drain()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                self.log_manager.shutdown(self.broker_epoch)
+                log.info("kcore node %d stopped cleanly", self.node_id)
+                self.stopped.set()
+
+    async def _drain(self) -> None:
+        """Graceful steps while every service still runs: stop accepting connections and let
+        in-flight requests finish, then leave the metadata quorum (a leader resigns)."""
+        log.info("kcore node %d shutting down", self.node_id)
+        with trio.move_on_after(SHUTDOWN_DRAIN_S):
+            await self.server.drain()
+        try:
+            with trio.move_on_after(SHUTDOWN_DRAIN_S):
+                await self.quorum.begin_shutdown(SHUTDOWN_DRAIN_S)
+        except Exception:
+            log.exception("leaving the metadata quorum failed")
+
+    def _on_metadata_commit(self, entries) -> None:
+        self.loader.handle_commit(entries)
+
+    def _on_metadata_snapshot(self, reader) -> None:
+        """A snapshot replaced the metadata log (fetched from the leader): reload from it."""
+        self.loader.load_snapshot(reader.records(), reader.snapshot_id.offset - 1)
+
+    async def _maintenance(self) -> None:
+        while True:
+            await trio.sleep(MAINTENANCE_INTERVAL_S)
+            self.log_manager.tick(_now_ms())
+
+    async def _broker_lifecycle(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Register with the controller, then heartbeat; ready once unfenced."""
+        started = False
+        while self.broker_epoch < 0:
+            try:
+                response = await self.controller_call(
+                    lambda c, now: c.register_broker(self._registration_request(), now)
+                )
+                if response.error_code == 0:
+                    self.broker_epoch = response.broker_epoch
+                else:
+                    log.warning("broker registration failed: %s", response.error_code)
+            except KafkaError as e:
+                log.debug("broker registration not possible yet: %s", e)
+            if self.broker_epoch < 0:
+                await trio.sleep(0.05)
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            fenced = True
+            try:
+                request = m.BrokerHeartbeatRequest(
+                    broker_id=self.node_id,
+                    broker_epoch=self.broker_epoch,
+                    current_metadata_offset=self.metadata_image.offset,
+                )
+                response = await self.controller_call(
+                    lambda c, now, r=request: c.broker_heartbeat(r, now)
+                )
+                fenced = response.is_fenced
+            except KafkaError as e:
+                log.debug("heartbeat failed: %s", e)
+            if not fenced and not started:
+                started = True
+                task_status.started()
+            await trio.sleep(interval if not fenced else 0.05)
+
+    def _registration_request(self) -> m.BrokerRegistrationRequest:
+        Req = m.BrokerRegistrationRequest
+        listeners = [
+            Req.Listener(
+                name=li.name, host=li.host or "127.0.0.1", port=li.port, security_protocol=0
+            )
+            for li in self.config.advertised_listeners
+        ]
+        features = [
+            Req.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+            for name, (lo, hi) in SUPPORTED_FEATURES.items()
+        ]
+        return Req(
+            broker_id=self.node_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=listeners,
+            features=features,
+            rack=self.config.broker_rack if hasattr(self.config, "broker_rack") else None,
+        )

@@ -1,0 +1,133 @@
+"""Fetch: consumers and followers read partitions, with long polling and fetch sessions.
+
+One request, in Kafka's order of decisions:
+
+1. The fetch-session manager (KIP-227, ``fetch_session.py``) turns the request into a context:
+   the full list of partitions to read (an incremental fetch reads every partition of its
+   session), or a session error.
+2. Each partition is read from its log on this leader — bounded by the log end offset for
+   followers, the high watermark for ``read_uncommitted`` and the last stable offset for
+   ``read_committed`` consumers — as file slices, never copied. The response's ``max.bytes``
+   is shared across partitions; the first partition that has data may exceed it by one batch,
+   so a consumer always makes progress. A ``last_fetched_epoch`` that the leader's epoch history
+   contradicts gets the diverging epoch instead of records (the fetcher truncates, then fetches
+   again).
+3. If fewer than ``min.bytes`` are available and no partition had an error, the request waits in
+   the purgatory until an append to one of its partitions or ``max.wait.ms``, and reads again.
+4. The context builds the response (an incremental one carries only what changed).
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from kcore.log.partition_log import FetchIsolation
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server.fetch_session import error_partition_data, replica_id_of
+from kcore.server.registry import HandlerRegistry
+
+PD = m.FetchResponse.PartitionData
+
+
+def _isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
+    if replica_id >= 0:
+        return FetchIsolation.LOG_END
+    return FetchIsolation.TXN_COMMITTED if isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
+
+
+def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_data):
+    """Read one partition; returns (PartitionData, bytes read)."""
+    try:
+        partition = replicas.partition_or_error(tp.topic, tp.partition)
+        plog = partition.log
+        if fp.last_fetched_epoch >= 0:
+            partition.check_leader_epoch(fp.current_leader_epoch, require_leader=True)
+            epoch, end = plog.end_offset_for_epoch(fp.last_fetched_epoch)
+            if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
+                data = _partition_data(plog)
+                data.diverging_epoch = PD.EpochEndOffset(epoch=epoch, end_offset=end)
+                return data, 0
+        max_bytes = max(min(fp.partition_max_bytes, budget), 0)
+        _, info = replicas.fetch(
+            tp.topic,
+            tp.partition,
+            fp.fetch_offset,
+            max_bytes,
+            isolation,
+            current_leader_epoch=fp.current_leader_epoch,
+            replica_id=replica_id,
+            min_one_batch=first_with_data,
+        )
+        data = _partition_data(plog)
+        size = info.size
+        if info.records:
+            data.records = (
+                info.records[0]
+                if len(info.records) == 1
+                else b"".join(s.read() for s in info.records)
+            )
+        if info.aborted_transactions is not None:
+            data.aborted_transactions = [
+                PD.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                for t in info.aborted_transactions
+            ]
+        return data, size
+    except KafkaError as e:
+        data = error_partition_data(tp.partition, e.code)
+        if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            partition = replicas.partitions.get((tp.topic, tp.partition))
+            if partition is not None:
+                data.current_leader = PD.LeaderIdAndEpoch(
+                    leader_id=partition.state.leader, leader_epoch=partition.state.leader_epoch
+                )
+        return data, 0
+
+
+def _partition_data(plog) -> m.FetchResponse.PartitionData:
+    return PD(
+        high_watermark=plog.high_watermark,
+        last_stable_offset=plog.last_stable_offset,
+        log_start_offset=plog.log_start_offset,
+        records=b"",
+    )
+
+
+def register(registry: HandlerRegistry) -> None:
+    # Fetch 0-3 (message format v0/v1 era) are served as Kafka 4.x does not: some clients still
+    # send them (kafkajs, old librdkafka), and the batches are v2 either way.
+    @registry.register(1, 0, 17)
+    async def fetch(ctx, body: m.FetchRequest):
+        broker = ctx.server
+        replicas = broker.replica_manager
+        version = ctx.version
+        fctx = broker.fetch_manager.new_context(
+            body, version, now_ms=int(time.time() * 1000), topic_name=broker.topic_name_by_id
+        )
+        replica_id = replica_id_of(body, version)
+        isolation = _isolation(replica_id, body.isolation_level)
+        max_bytes = body.max_bytes if version >= 3 else 2**31 - 1
+        deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+        while True:
+            updates = {}
+            total = 0
+            errors = False
+            for tp, fp in fctx.partitions():
+                if tp.topic is None:
+                    updates[tp] = error_partition_data(tp.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+                    errors = True
+                    continue
+                data, size = _read_partition(
+                    replicas, tp, fp, isolation, replica_id, max_bytes - total, total == 0
+                )
+                errors = errors or data.error_code != 0 or data.diverging_epoch.epoch != -1
+                updates[tp] = data
+                total += size
+            remaining = deadline - trio.current_time()
+            if total >= body.min_bytes or errors or remaining <= 0 or not updates:
+                break
+            keys = [(tp.topic, tp.partition) for tp in updates]
+            await broker.purgatory.wait(keys, remaining)
+        return fctx.update_and_generate_response(updates, now_ms=int(time.time() * 1000))

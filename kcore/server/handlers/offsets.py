@@ -1,0 +1,204 @@
+"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers.
+
+All four answer per partition from the partition's log on its leader; errors are reported in
+the partition's entry and never fail the request.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kcore.log.partition_log import FetchIsolation, PartitionLog
+from kcore.log.producer_state import AppendOrigin
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.record.batch import RecordBatch
+from kcore.server.registry import HandlerRegistry
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+LO = m.ListOffsetsResponse
+
+
+def _batch_at(plog: PartitionLog, offset: int) -> RecordBatch | None:
+    info = plog.read(offset, 1, FetchIsolation.LOG_END)
+    if not info.records:
+        return None
+    return RecordBatch(info.records[0].read())
+
+
+def _first_record_at_or_after(plog: PartitionLog, timestamp: int, upper: int):
+    """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` below
+    ``upper`` (Kafka answers with the exact record, not its batch)."""
+    offset = plog.offset_for_timestamp(timestamp)
+    while offset is not None and offset < upper:
+        batch = _batch_at(plog, offset)
+        if batch is None:
+            return None
+        for r in batch.records():
+            if r.offset >= offset and r.timestamp >= timestamp and r.offset < upper:
+                return r.offset, r.timestamp
+        offset = batch.last_offset + 1
+        if offset >= plog.log_end_offset:
+            return None
+    return None
+
+
+def _max_timestamp_record(plog: PartitionLog) -> tuple[int, int] | None:
+    ts, batch_offset = plog.max_timestamp_and_offset()
+    if batch_offset < 0:
+        return None
+    batch = _batch_at(plog, batch_offset)
+    if batch is None:
+        return None
+    for r in batch.records():
+        if r.timestamp == ts:
+            return r.offset, r.timestamp
+    return batch.last_offset, ts
+
+
+def list_offset(partition, timestamp: int, isolation_level: int, replica_id: int):
+    """(offset, timestamp, leader epoch) for one ListOffsets query."""
+    plog = partition.log
+    if replica_id >= 0:
+        upper = plog.log_end_offset
+    elif isolation_level == 1:
+        upper = plog.last_stable_offset
+    else:
+        upper = plog.high_watermark
+    if timestamp == LATEST:
+        offset, ts = upper, -1
+    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        offset, ts = plog.log_start_offset, -1
+    elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1, -1  # no tiered storage: nothing is tiered
+    elif timestamp == MAX_TIMESTAMP:
+        found = _max_timestamp_record(plog)
+        if found is None:
+            return -1, -1, -1
+        offset, ts = found
+    elif timestamp < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+    else:
+        found = _first_record_at_or_after(plog, timestamp, upper)
+        if found is None:
+            return -1, -1, -1
+        offset, ts = found
+    epoch = plog.epoch_cache.epoch_for_offset(offset) if offset < plog.log_end_offset else None
+    if epoch is None:
+        epoch = plog.latest_epoch if plog.latest_epoch is not None else -1
+    return offset, ts, epoch
+
+
+def register(registry: HandlerRegistry) -> None:
+    @registry.register(2)
+    async def list_offsets(ctx, body: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        replicas = ctx.server.replica_manager
+        response = LO()
+        for t in body.topics:
+            tr = LO.ListOffsetsTopicResponse(name=t.name)
+            response.topics.append(tr)
+            for p in t.partitions:
+                entry = LO.ListOffsetsPartitionResponse(partition_index=p.partition_index)
+                tr.partitions.append(entry)
+                try:
+                    partition = replicas.leader_partition(
+                        t.name, p.partition_index, p.current_leader_epoch
+                    )
+                    offset, ts, epoch = list_offset(
+                        partition, p.timestamp, body.isolation_level, body.replica_id
+                    )
+                    entry.offset, entry.timestamp, entry.leader_epoch = offset, ts, epoch
+                    if ctx.version == 0:
+                        entry.old_style_offsets = [offset] if offset >= 0 else []
+                except KafkaError as e:
+                    entry.error_code = int(e.code)
+        return response
+
+    @registry.register(23)
+    async def offset_for_leader_epoch(ctx, body: m.OffsetForLeaderEpochRequest):
+        replicas = ctx.server.replica_manager
+        Resp = m.OffsetForLeaderEpochResponse
+        response = Resp()
+        for t in body.topics:
+            tr = Resp.OffsetForLeaderTopicResult(topic=t.topic)
+            response.topics.append(tr)
+            for p in t.partitions:
+                entry = Resp.EpochEndOffset(partition=p.partition)
+                tr.partitions.append(entry)
+                try:
+                    partition = replicas.leader_partition(
+                        t.topic, p.partition, p.current_leader_epoch
+                    )
+                    entry.leader_epoch, entry.end_offset = partition.log.end_offset_for_epoch(
+                        p.leader_epoch
+                    )
+                except KafkaError as e:
+                    entry.error_code = int(e.code)
+        return response
+
+    @registry.register(21)
+    async def delete_records(ctx, body: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+        replicas = ctx.server.replica_manager
+        Resp = m.DeleteRecordsResponse
+        response = Resp()
+        for t in body.topics:
+            tr = Resp.DeleteRecordsTopicResult(name=t.name)
+            response.topics.append(tr)
+            for p in t.partitions:
+                entry = Resp.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=-1
+                )
+                tr.partitions.append(entry)
+                try:
+                    partition = replicas.leader_partition(t.name, p.partition_index)
+                    if replicas.write_guard is not None:  # mirror topics are read-only (D-18)
+                        replicas.write_guard(partition, AppendOrigin.CLIENT)
+                    plog = partition.log
+                    target = plog.high_watermark if p.offset == -1 else p.offset
+                    if target < 0:
+                        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {p.offset}")
+                    entry.low_watermark = plog.increment_log_start_offset(target)
+                    plog.delete_segments_below_log_start(int(time.time() * 1000))
+                except KafkaError as e:
+                    entry.error_code = int(e.code)
+        return response
+
+    @registry.register(61)
+    async def describe_producers(ctx, body: m.DescribeProducersRequest):
+        replicas = ctx.server.replica_manager
+        Resp = m.DescribeProducersResponse
+        response = Resp()
+        for t in body.topics:
+            tr = Resp.TopicResponse(name=t.name)
+            response.topics.append(tr)
+            for index in t.partition_indexes:
+                entry = Resp.PartitionResponse(partition_index=index)
+                tr.partitions.append(entry)
+                try:
+                    partition = replicas.leader_partition(t.name, index)
+                    psm = partition.log.producer_state
+                    for pid, e in sorted(psm.producers.items()):
+                        entry.active_producers.append(
+                            Resp.ProducerState(
+                                producer_id=pid,
+                                producer_epoch=e.producer_epoch,
+                                last_sequence=e.last_seq,
+                                last_timestamp=e.last_timestamp,
+                                coordinator_epoch=e.coordinator_epoch,
+                                current_txn_start_offset=(
+                                    -1
+                                    if e.current_txn_first_offset is None
+                                    else e.current_txn_first_offset
+                                ),
+                            )
+                        )
+                except KafkaError as e:
+                    entry.error_code = int(e.code)
+                    entry.error_message = e.message
+        return response
