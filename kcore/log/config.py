@@ -106,10 +106,10 @@ class InvalidConfigError(KafkaError, ValueError):
         return type(self), (self.key, self.message, self.errors)
 
 
-def _invalid(name: str, value: Any, reason: str) -> InvalidConfigError:
+def invalid_value(name: str, value: Any, reason: str) -> InvalidConfigError:
     # Kafka's ConfigException(name, value, message) wording, which clients show as is.
     return InvalidConfigError(
-        name, f"Invalid value {_java_str(value)} for configuration {name}: {reason}"
+        name, f"Invalid value {java_str(value)} for configuration {name}: {reason}"
     )
 
 
@@ -123,9 +123,9 @@ class Range:
 
     def ensure_valid(self, name: str, value: Any) -> None:
         if self.min is not None and value < self.min:
-            raise _invalid(name, value, f"Value must be at least {self.min}")
+            raise invalid_value(name, value, f"Value must be at least {self.min}")
         if self.max is not None and value > self.max:
-            raise _invalid(name, value, f"Value must be no more than {self.max}")
+            raise invalid_value(name, value, f"Value must be no more than {self.max}")
 
     def __str__(self) -> str:
         low = "" if self.min is None else f"{self.min},"
@@ -141,7 +141,7 @@ class OneOf:
 
     def ensure_valid(self, name: str, value: Any) -> None:
         if value not in self.values:
-            raise _invalid(name, value, "String must be one of: " + ", ".join(self.values))
+            raise invalid_value(name, value, "String must be one of: " + ", ".join(self.values))
 
     def __str__(self) -> str:
         return "[" + ", ".join(self.values) + "]"
@@ -173,7 +173,7 @@ class ThrottledReplicas:
 
     def ensure_valid(self, name: str, value: Any) -> None:
         if not (all(_REPLICA.fullmatch(s.strip()) for s in value) or "".join(value) == "*"):
-            raise _invalid(
+            raise invalid_value(
                 name,
                 value,
                 f"{name} must be the literal '*' or a list of replicas in the following format: "
@@ -189,7 +189,7 @@ class GzipLevel:
 
     def ensure_valid(self, name: str, value: Any) -> None:
         if value > 9 or (value < 1 and value != -1):
-            raise _invalid(name, value, "Value must be between 1 and 9 or equal to -1")
+            raise invalid_value(name, value, "Value must be between 1 and 9 or equal to -1")
 
     def __str__(self) -> str:
         return "[1,...,9] or -1"
@@ -220,7 +220,7 @@ class MirrorNameValue:
                 base = value[: -len(suffix)]
                 break
         if not is_valid_mirror_name(base):
-            raise _invalid(
+            raise invalid_value(
                 name,
                 value,
                 "a mirror name is 1 to 249 of [a-zA-Z0-9._-], not '.' or '..', "
@@ -414,7 +414,7 @@ def parse_text(name: str, text: str, type_: ConfigType) -> Any:
     if type_ is ConfigType.BOOLEAN:
         if trimmed.lower() in ("true", "false"):
             return trimmed.lower() == "true"
-        raise _invalid(name, text, "Expected value to be either true or false")
+        raise invalid_value(name, text, "Expected value to be either true or false")
     if type_ is ConfigType.STRING:
         return trimmed
     if type_ is ConfigType.LIST:
@@ -427,7 +427,7 @@ def parse_text(name: str, text: str, type_: ConfigType) -> Any:
         number = float(trimmed.rstrip("dDfF"))
         if number not in (float("inf"), float("-inf")):
             return number
-    raise _invalid(name, text, f"Not a number of type {type_.name}")
+    raise invalid_value(name, text, f"Not a number of type {type_.name}")
 
 
 def parse_value(key: str, text: str) -> Any:
@@ -455,7 +455,7 @@ def _java_double(value: float) -> str:
     return ("-" if sign else "") + f"{mantissa}E{len(text) - 1 + int(exponent)}"
 
 
-def _java_str(value: Any) -> str:
+def java_str(value: Any) -> str:
     # What Java's toString prints for a parsed value, for error messages.
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]"
@@ -473,7 +473,7 @@ def format_value(key: str, value: Any) -> str | None:
         return None
     if config_key(key).type is ConfigType.LIST:
         return ",".join(value)
-    return _java_str(value)
+    return java_str(value)
 
 
 # -- resolution over the layers ---------------------------------------------------------------
@@ -518,7 +518,7 @@ def parse_broker_synonym(key: ConfigKey, synonym: BrokerSynonym, text: str) -> A
         if key.validator is not None:
             key.validator.ensure_valid(synonym.name, value)
     except InvalidConfigError as err:  # a Range: show the text given, not the converted value
-        raise _invalid(synonym.name, text, err.message.partition(": ")[2]) from None
+        raise invalid_value(synonym.name, text, err.message.partition(": ")[2]) from None
     return value
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from kcore.log.errors import LogError
 from kcore.log.files import atomic_write_bytes
+from kcore.properties import parse_properties
 
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
@@ -62,19 +63,6 @@ def random_uuid() -> uuid.UUID:
             return u
 
 
-def _parse_properties(text: str) -> dict[str, str]:
-    props = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"malformed line {raw!r}")
-        props[key.strip()] = value.strip()
-    return props
-
-
 @dataclass(frozen=True, slots=True)
 class MetaProperties:
     cluster_id: str
@@ -89,7 +77,7 @@ class MetaProperties:
         if not path.exists():
             return None
         try:
-            props = _parse_properties(path.read_text(encoding="utf-8"))
+            props = parse_properties(path.read_text(encoding="utf-8"))
             version = int(props.get("version", "0"))
             node = props.get("node.id") if version >= 1 else props.get("broker.id")
             directory = props.get("directory.id")

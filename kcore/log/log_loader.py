@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kcore.log import files
 from kcore.log.checkpoint import LeaderEpochCheckpointFile
-from kcore.log.cleaner import complete_interrupted_swaps
+from kcore.log.cleaner_output import complete_interrupted_swaps
 from kcore.log.errors import LogError
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
 from kcore.log.partition_log import PartitionLog

@@ -42,10 +42,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
 from kcore.log.file_records import FileSlice
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
+from kcore.log.log_validator import (
+    HEADER_SIZE,
+    LogValidator,
+    check_crc,
+    frame_batches,
+    stamp_header,
+)
 from kcore.log.producer_state import (
     AppendOrigin,
     CompletedTxn,
@@ -56,36 +61,13 @@ from kcore.log.producer_state import (
 from kcore.log.segment import LogSegment, SegmentConfig
 from kcore.log.transaction_index import AbortedTxn
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import (
-    BATCH_HEADER,
-    NO_TIMESTAMP,
-    RecordBatch,
-    iter_batches,
-)
-from kcore.record.compression import CompressionType
+from kcore.record.batch import NO_TIMESTAMP, RecordBatch
 from kcore.record.control import ControlRecordType, read_control_record
-from kcore.record.errors import CompressionError, CorruptRecordError, UnsupportedMagicError
-from kcore.record.records import RecordBatchBuilder
+from kcore.record.errors import CompressionError, CorruptRecordError
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 0x7FFFFFFF
-_HEADER_SIZE = BATCH_HEADER.size
-# Header positions patched on append (see kcore/record/batch.py for the layout).
-_BASE_OFFSET = slice(0, 8)
-_LEADER_EPOCH = slice(12, 16)
-_CRC = slice(17, 21)
-_ATTRIBUTES_POS = 21
-_MAX_TIMESTAMP = slice(35, 43)
-_TIMESTAMP_TYPE_BIT = 0x08
-# compression.type values that force a codec; "producer" keeps the producer's.
-_TARGET_CODECS = {
-    "uncompressed": CompressionType.NONE,
-    "gzip": CompressionType.GZIP,
-    "snappy": CompressionType.SNAPPY,
-    "lz4": CompressionType.LZ4,
-    "zstd": CompressionType.ZSTD,
-}
 
 
 class FetchIsolation(enum.Enum):
@@ -217,29 +199,18 @@ class PartitionLog:
         (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...); nothing is written then.
         """
-        batches = self._frame(records)
+        batches = frame_batches(records, self.name)
         if origin is AppendOrigin.CLIENT and len(batches) == 1:
             dup = self._find_duplicate(batches[0])
             if dup is not None:
                 return dup
-        append_time = now_ms if self._log_append_time else NO_TIMESTAMP
+        validator = LogValidator(self.config, self.name)
+        append_time = now_ms if validator.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         validated: list[_ValidatedBatch] = []
-        target = _TARGET_CODECS.get(self.config.compression_type)
         for batch in batches:
-            self._validate_leader_batch(batch, origin, now_ms)
-            if target is not None and batch.compression_type != target and not batch.is_control:
-                batch = self._recompress(batch, target)
-            header = bytearray(batch.buffer[:_HEADER_SIZE])
-            header[_BASE_OFFSET] = offset.to_bytes(8, "big", signed=True)
-            header[_LEADER_EPOCH] = leader_epoch.to_bytes(4, "big", signed=True)
-            max_ts = batch.max_timestamp
-            if append_time != NO_TIMESTAMP:
-                max_ts = append_time
-                header[_ATTRIBUTES_POS + 1] |= _TIMESTAMP_TYPE_BIT
-                header[_MAX_TIMESTAMP] = append_time.to_bytes(8, "big", signed=True)
-                crc = crc32c(batch.buffer[_HEADER_SIZE:], crc32c(header[_ATTRIBUTES_POS:]))
-                header[_CRC] = crc.to_bytes(4, "big")
+            batch = validator.validate(batch, origin, now_ms)
+            header, max_ts = stamp_header(batch, offset, leader_epoch, append_time)
             last = offset + batch.last_offset_delta
             validated.append(_ValidatedBatch(batch, header, offset, last, max_ts))
             offset = last + 1
@@ -256,11 +227,11 @@ class PartitionLog:
         a bad batch and UNKNOWN_SERVER_ERROR ("unexpected append offset") when the first offset
         is below the log end offset or offsets do not increase.
         """
-        batches = self._frame(records)
+        batches = frame_batches(records, self.name)
         validated = []
         expected = self.log_end_offset
         for batch in batches:
-            self._check_crc(batch)
+            check_crc(batch, self.name)
             if batch.base_offset < expected:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_SERVER_ERROR,
@@ -274,103 +245,6 @@ class PartitionLog:
             )
             expected = batch.last_offset + 1
         return self._append(validated, origin, now_ms, leader_epoch=None)
-
-    @property
-    def _log_append_time(self) -> bool:
-        return str(self.config.message_timestamp_type) == "LogAppendTime"
-
-    def _frame(self, records) -> list[RecordBatch]:
-        view = records if isinstance(records, memoryview) else memoryview(records)
-        try:
-            it = iter_batches(view)
-            batches = list(it)
-        except UnsupportedMagicError as e:
-            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
-        except CorruptRecordError as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
-        if it.trailing_bytes or not batches:
-            raise KafkaError(
-                ErrorCode.CORRUPT_MESSAGE,
-                f"records for {self.name} hold {it.trailing_bytes} bytes that are not a whole "
-                "record batch"
-                if batches
-                else f"no record batch in the records for {self.name}",
-            )
-        return batches
-
-    def _check_crc(self, batch: RecordBatch) -> None:
-        try:
-            batch.validate()
-        except (CorruptRecordError, CompressionError) as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
-
-    def _validate_leader_batch(self, batch: RecordBatch, origin: AppendOrigin, now_ms: int):
-        """Kafka's LogValidator, from the header alone wherever Kafka allows."""
-        self._check_crc(batch)
-        size = batch.size_in_bytes
-        if size > self.config.max_message_bytes:
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"record batch of {size} bytes exceeds max.message.bytes "
-                f"({self.config.max_message_bytes}) of {self.name}",
-            )
-        if origin is AppendOrigin.CLIENT and batch.is_control:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-        count = batch.record_count
-        if count < 1 or batch.last_offset_delta != count - 1:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"record batch has {count} records but a last offset delta of "
-                f"{batch.last_offset_delta}",
-            )
-        if batch.is_transactional and not has_producer_id(batch.producer_id):
-            raise KafkaError(ErrorCode.INVALID_RECORD, "transactional batch without producer id")
-        if not self._log_append_time and origin is AppendOrigin.CLIENT:
-            before = self.config.message_timestamp_before_max_ms
-            after = self.config.message_timestamp_after_max_ms
-            for ts in (batch.base_timestamp, batch.max_timestamp):
-                if ts != NO_TIMESTAMP and (ts < now_ms - before or ts > now_ms + after):
-                    raise KafkaError(
-                        ErrorCode.INVALID_TIMESTAMP,
-                        f"timestamp {ts} of a record batch for {self.name} is out of range "
-                        f"[{now_ms - before}, {now_ms + after}]",
-                    )
-        if "compact" in self.config.cleanup_policy and not batch.is_control:
-            # The one case where records must be read: the cleaner needs a key on each.
-            try:
-                missing = any(r.key is None for r in batch.records())
-            except (CorruptRecordError, CompressionError) as e:
-                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
-            if missing:
-                raise KafkaError(
-                    ErrorCode.INVALID_RECORD,
-                    f"compacted topic {self.name} cannot accept a record without a key",
-                )
-
-    def _recompress(self, batch: RecordBatch, codec: CompressionType) -> RecordBatch:
-        """Rewrite a batch in the topic's ``compression.type`` (Kafka's LogValidator does so
-        whenever the topic's codec is not ``producer`` and differs from the batch's)."""
-        level = {
-            CompressionType.GZIP: self.config.compression_gzip_level,
-            CompressionType.LZ4: self.config.compression_lz4_level,
-            CompressionType.ZSTD: self.config.compression_zstd_level,
-        }.get(codec)
-        builder = RecordBatchBuilder(
-            0,
-            compression=codec,
-            compression_level=None if level == -1 else level,
-            timestamp_type=batch.timestamp_type,
-            producer_id=batch.producer_id,
-            producer_epoch=batch.producer_epoch,
-            base_sequence=batch.base_sequence,
-            is_transactional=batch.is_transactional,
-        )
-        try:
-            for r in batch.records():
-                builder.append(r.timestamp, r.key, r.value, r.headers, offset=r.offset_delta)
-        except (CorruptRecordError, CompressionError) as e:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
-        return RecordBatch(builder.build())
 
     def _find_duplicate(self, batch: RecordBatch) -> LogAppendInfo | None:
         if not has_producer_id(batch.producer_id):
@@ -468,7 +342,7 @@ class PartitionLog:
             if v.header is None:
                 parts.append(v.batch.buffer)
             else:
-                parts += [v.header, v.batch.buffer[_HEADER_SIZE:]]
+                parts += [v.header, v.batch.buffer[HEADER_SIZE:]]
         segment.append(last, max_ts, offset_of_max, _Gather(parts, size), positions)
 
         # The bytes are in: commit epochs, producer state and transaction bookkeeping.

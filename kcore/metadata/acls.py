@@ -89,7 +89,7 @@ class AclPermissionType(_Coded):
     ALLOW = 3
 
 
-def _invalid(message: str) -> KafkaError:
+def invalid_value(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
 
 
@@ -97,20 +97,20 @@ def validate_new_acl(acl: StandardAcl) -> None:
     """Kafka's ``validateNewAcl``: raises INVALID_REQUEST naming what is wrong."""
     pattern = PatternType.of(acl.pattern_type)
     if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise _invalid(f"Invalid patternType {pattern.name}")
+        raise invalid_value(f"Invalid patternType {pattern.name}")
     rtype = ResourceType.of(acl.resource_type)
     if rtype in (ResourceType.UNKNOWN, ResourceType.ANY):
-        raise _invalid(f"Invalid resourceType {rtype.name}")
+        raise invalid_value(f"Invalid resourceType {rtype.name}")
     op = AclOperation.of(acl.operation)
     if op in (AclOperation.UNKNOWN, AclOperation.ANY):
-        raise _invalid(f"Invalid operation {op.name}")
+        raise invalid_value(f"Invalid operation {op.name}")
     perm = AclPermissionType.of(acl.permission_type)
     if perm not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
-        raise _invalid(f"Invalid permissionType {perm.name}")
+        raise invalid_value(f"Invalid permissionType {perm.name}")
     if not acl.resource_name:
-        raise _invalid("Resource name should not be empty")
+        raise invalid_value("Resource name should not be empty")
     if ":" not in acl.principal:
-        raise _invalid(
+        raise invalid_value(
             f"Could not parse principal from `{acl.principal}` (no colon is present separating "
             "the principal type from the principal name)"
         )

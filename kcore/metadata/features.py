@@ -92,7 +92,7 @@ def registration_feature_error(
     return None
 
 
-def _invalid(name: str, level: int, reason: str) -> tuple[ErrorCode, str]:
+def invalid_value(name: str, level: int, reason: str) -> tuple[ErrorCode, str]:
     return (
         ErrorCode.INVALID_UPDATE_VERSION,
         f"Invalid update version {level} for feature {name}. {reason}",
@@ -107,17 +107,17 @@ def _check_update(
         UpgradeType.SAFE_DOWNGRADE,
         UpgradeType.UNSAFE_DOWNGRADE,
     ):
-        return _invalid(name, level, "The controller does not support the given upgrade type.")
+        return invalid_value(name, level, "The controller does not support the given upgrade type.")
     current = ctx.image.features.level(name)
     if level < 0:
-        return _invalid(name, level, "A feature version cannot be less than 0.")
+        return invalid_value(name, level, "A feature version cannot be less than 0.")
     if name not in SUPPORTED_FEATURES:
-        return _invalid(name, level, "The controller does not support the given feature.")
+        return invalid_value(name, level, "The controller does not support the given feature.")
     lo, hi = SUPPORTED_FEATURES[name]
     if name != METADATA_VERSION and level == 0:
         lo = 0  # level 0 removes a feature
     if not lo <= level <= hi:
-        return _invalid(
+        return invalid_value(
             name, level, f"Local controller {ctx.config.node_id} only supports versions {lo}-{hi}"
         )
     for broker in ctx.image.cluster.brokers.values():
@@ -125,16 +125,18 @@ def _check_update(
             name, (MINIMUM_METADATA_VERSION,) * 2 if name == METADATA_VERSION else (0, 0)
         )
         if level != 0 and not blo <= level <= bhi:
-            return _invalid(name, level, f"Broker {broker.id} only supports versions {blo}-{bhi}")
+            return invalid_value(
+                name, level, f"Broker {broker.id} only supports versions {blo}-{bhi}"
+            )
     if level < current and upgrade_type == UpgradeType.UPGRADE:
-        return _invalid(
+        return invalid_value(
             name,
             level,
             "Can't downgrade the version of this feature without setting the upgrade type to "
             "either safe or unsafe downgrade.",
         )
     if level > current and upgrade_type != UpgradeType.UPGRADE:
-        return _invalid(name, level, "Can't downgrade to a newer version.")
+        return invalid_value(name, level, "Can't downgrade to a newer version.")
     if name == METADATA_VERSION and level < current:
         return (
             ErrorCode.INVALID_UPDATE_VERSION,
@@ -144,7 +146,7 @@ def _check_update(
     mv = proposed.get(METADATA_VERSION, ctx.image.features.metadata_version)
     mirror = proposed.get(MIRROR_VERSION, ctx.image.features.mirror_version)
     if mirror >= 1 and mv < MIRROR_MIN_METADATA_VERSION:
-        return _invalid(
+        return invalid_value(
             name,
             level,
             f"mirror.version 1 requires metadata.version at least {MIRROR_MIN_METADATA_VERSION} "

@@ -62,14 +62,12 @@ other, raise :class:`~kcore.log.config.InvalidConfigError` naming the key.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from kcore.log.config import (
     INT_MAX,
@@ -81,11 +79,27 @@ from kcore.log.config import (
     LogConfig,
     OneOf,
     Range,
-    _invalid,
-    _java_str,
+    invalid_value,
+    java_str,
     parse_text,
 )
+from kcore.properties import (  # re-exported: the server reads its files with them
+    MalformedPropertiesError,
+    load_properties,
+    parse_override,
+    parse_properties,
+)
 from kcore.raft.config import parse_quorum_voters
+from kcore.server.listeners import (  # re-exported: part of the configuration's vocabulary
+    SECURITY_PROTOCOLS,
+    Listener,
+    QuorumVoter,
+    listener_name,
+    loopback,
+    parse_host_port,
+    parse_listeners,
+    parse_protocol_map,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,129 +115,7 @@ __all__ = [
     "parse_properties",
 ]
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 BROKER, CONTROLLER = "broker", "controller"
-
-
-# -- java.util.Properties ----------------------------------------------------------------------
-
-
-class MalformedPropertiesError(ValueError):
-    """The properties text breaks Java's syntax (a bad ``\\uXXXX`` escape)."""
-
-
-_PROPS_WS = " \t\f"  # Properties' whitespace: space, tab, form feed (not other Unicode spaces)
-_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    # A natural line ending in an odd number of backslashes continues on the next one, whose
-    # leading whitespace is dropped. Blank and comment lines (# or ! first) are skipped, but
-    # only where a logical line starts: a continued line starting with # is data, and a comment
-    # line never continues.
-    pending: str | None = None
-    start = 0
-    for number, line in enumerate(_NATURAL_LINES.split(text), 1):
-        piece = line.lstrip(_PROPS_WS)
-        if pending is None:
-            if not piece or piece[0] in "#!":
-                continue
-            start = number
-        trailing = len(piece) - len(piece.rstrip("\\"))
-        if trailing % 2:
-            pending = (pending or "") + piece[:-1]
-            continue
-        yield start, (pending or "") + piece
-        pending = None
-    if pending is not None:  # a continuation at end of input: Java drops the backslash
-        yield start, pending
-
-
-def _unescape(text: str, line: int) -> str:
-    # Properties.loadConvert: \t \n \r \f, \uXXXX (exactly four hex digits), else \c -> c.
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        i += 1
-        if c != "\\" or i == len(text):
-            out.append(c)
-            continue
-        c = text[i]
-        i += 1
-        if c == "u":
-            digits = text[i : i + 4]
-            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise MalformedPropertiesError(f"Malformed \\uxxxx encoding on line {line}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_ESCAPES.get(c, c))
-    return "".join(out)
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    # The key ends at the first unescaped '=', ':' or whitespace; then whitespace, at most one
-    # '=' or ':', and whitespace again are skipped. Trailing whitespace stays in the value.
-    escaped = False
-    end = len(line)
-    value_start = len(line)
-    has_separator = False
-    for i, c in enumerate(line):
-        if not escaped and c in "=:":
-            end, value_start, has_separator = i, i + 1, True
-            break
-        if not escaped and c in _PROPS_WS:
-            end, value_start = i, i + 1
-            break
-        escaped = c == "\\" and not escaped
-    while value_start < len(line):
-        c = line[value_start]
-        if c not in _PROPS_WS:
-            if has_separator or c not in "=:":
-                break
-            has_separator = True
-        value_start += 1
-    return line[:end], line[value_start:]
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse ``server.properties`` text with ``java.util.Properties.load``'s rules.
-
-    Comments start with ``#`` or ``!``; ``key=value``, ``key:value`` and ``key value`` all work;
-    a line ending in an odd number of backslashes continues; escapes ``\\t \\n \\r \\f
-    \\uXXXX`` are decoded and any other escaped character stands for itself (``\\=``, ``\\ ``).
-    A later duplicate key wins. Raises :class:`MalformedPropertiesError` for a bad ``\\u``.
-    """
-    props: dict[str, str] = {}
-    for line_number, line in _logical_lines(text):
-        key, value = _split_key_value(line)
-        props[_unescape(key, line_number)] = _unescape(value, line_number)
-    return props
-
-
-def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read and parse a properties file. Java reads these as ISO-8859-1; kcore reads UTF-8 and
-    falls back to ISO-8859-1 when the bytes are not UTF-8 (ASCII files read the same)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("iso-8859-1")
-    return parse_properties(text)
-
-
-def parse_override(arg: str) -> tuple[str, str]:
-    """One ``--override key=value`` argument as ``(key, value)``. As in Kafka, ``key`` alone
-    means an empty value; unlike Kafka, the value may itself contain ``=``."""
-    key, _, value = arg.partition("=")
-    if not key:
-        raise InvalidConfigError(None, f"Invalid command line property {arg!r}: expected key=value")
-    return key, value
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -430,131 +322,12 @@ def _parse_key(key: ServerConfigKey, text: str) -> Any:
     if key.type is ConfigType.SHORT:  # ConfigDef.Type.SHORT: an int16
         value = parse_text(key.name, text, ConfigType.INT)
         if not -32768 <= value <= 32767:
-            raise _invalid(key.name, text, "Not a number of type SHORT")
+            raise invalid_value(key.name, text, "Not a number of type SHORT")
     else:
         value = parse_text(key.name, text, key.type)
     if key.validator is not None and value is not None:
         key.validator.ensure_valid(key.name, value)
     return value
-
-
-# -- listeners ----------------------------------------------------------------------------------
-
-
-class Listener(NamedTuple):
-    """One parsed ``NAME://host:port``: ``name`` upper-cased as Kafka normalises it, ``host``
-    ``None`` for an empty host (bind the default interface; IPv6 without brackets)."""
-
-    name: str
-    host: str | None
-    port: int
-    security_protocol: str
-
-    def __str__(self) -> str:
-        host = self.host or ""
-        return f"{self.name}://{f'[{host}]' if ':' in host else host}:{self.port}"
-
-
-class QuorumVoter(NamedTuple):
-    """One ``controller.quorum.voters`` entry, ``id@host:port``."""
-
-    id: int
-    host: str
-    port: int
-
-
-# Kafka's uriParseExp: NAME://host:port, the host optionally in brackets (IPv6).
-_LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
-_HOST_PORT = re.compile(r"\[?([0-9a-zA-Z\-%._:]+?)\]?:([0-9]+)")
-
-
-def _listener_name(text: str) -> str:
-    return text.partition("://")[0].strip().upper()
-
-
-def _parse_listeners(
-    key: str, items: tuple[str, ...], protocols: Mapping[str, str], distinct_ports: bool
-) -> tuple[Listener, ...]:
-    listeners = []
-    for item in items:
-        match = _LISTENER.fullmatch(item.strip())
-        if match is None:
-            reason = f"Unable to parse {item} to a broker endpoint"
-        else:
-            name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
-            if name not in protocols:
-                reason = f"No security protocol defined for listener {name}"
-            elif not 0 <= port <= 65535:
-                reason = f"port {port} of listener {name} is out of range"
-            else:
-                listeners.append(Listener(name, host or None, port, protocols[name]))
-                continue
-        raise InvalidConfigError(
-            key, f"Error creating broker listeners from '{','.join(items)}': {reason}"
-        )
-    names = [listener.name for listener in listeners]
-    if len(set(names)) != len(names):
-        raise InvalidConfigError(
-            key, f"Each listener must have a different name, listeners: {','.join(items)}"
-        )
-    if distinct_ports:
-        _check_distinct_ports(key, listeners, items)
-    return tuple(listeners)
-
-
-def _ip_version(host: str | None) -> int | None:
-    try:
-        return ipaddress.ip_address(host or "").version
-    except ValueError:
-        return None
-
-
-def _check_distinct_ports(key: str, listeners: list[Listener], items: tuple[str, ...]) -> None:
-    # Two listeners may share a port only when one host is an IPv4 and the other an IPv6
-    # address (port 0, "any free port", is exempt), as in Kafka's EndpointUtils.validate.
-    by_port: dict[int, list[Listener]] = {}
-    for listener in listeners:
-        if listener.port:
-            by_port.setdefault(listener.port, []).append(listener)
-    for port, group in by_port.items():
-        if len(group) > 1 and sorted(_ip_version(x.host) or 0 for x in group) != [4, 6]:
-            raise InvalidConfigError(
-                key,
-                "Each listener must have a different port unless exactly one listener has an "
-                f"IPv4 address and the other IPv6 address, listeners: {','.join(items)}, "
-                f"port: {port}",
-            )
-
-
-def _parse_protocol_map(items: tuple[str, ...]) -> dict[str, str]:
-    key = "listener.security.protocol.map"
-    protocols: dict[str, str] = {}
-    for item in items:
-        name, sep, protocol = (part.strip() for part in item.partition(":"))
-        if not sep or not name or protocol.upper() not in SECURITY_PROTOCOLS:
-            raise _invalid(
-                key,
-                ",".join(items),
-                f"'{item}' is not LISTENER_NAME:SECURITY_PROTOCOL, where "
-                f"the protocol is one of {', '.join(SECURITY_PROTOCOLS)}",
-            )
-        if name.upper() in protocols:
-            raise _invalid(key, ",".join(items), f"listener name {name} appears more than once")
-        protocols[name.upper()] = protocol.upper()
-    return protocols
-
-
-def _parse_host_port(key: str, text: str) -> tuple[str, int]:
-    match = _HOST_PORT.fullmatch(text.strip())
-    if match is None or int(match.group(2)) > 65535:
-        raise _invalid(key, text, "expected host:port (an IPv6 host in brackets)")
-    return match.group(1), int(match.group(2))
-
-
-def _loopback(host: str | None) -> str:
-    if host in (None, "", "0.0.0.0"):
-        return "127.0.0.1"
-    return "::1" if host == "::" else host
 
 
 # -- the configuration --------------------------------------------------------------------------
@@ -705,7 +478,7 @@ class BrokerConfig:
 def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
     """Turn the structured keys into parsed objects and fill kcore's derived defaults."""
     if not values["process_roles"]:
-        raise _invalid(
+        raise invalid_value(
             "process.roles",
             raw.get("process.roles", ""),
             "a KRaft node needs the broker role, the controller role, or both",
@@ -727,20 +500,20 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
 
     # KafkaConfig.effectiveListenerSecurityProtocolMap: with the map unset and no SSL or SASL
     # listener in sight, controller listeners default to PLAINTEXT.
-    protocols = _parse_protocol_map(values["listener_security_protocol_map"])
+    protocols = parse_protocol_map(values["listener_security_protocol_map"])
     secured = set(SECURITY_PROTOCOLS) - {"PLAINTEXT"}
-    names_in_use = set(controller_names) | {_listener_name(x) for x in listener_items}
+    names_in_use = set(controller_names) | {listener_name(x) for x in listener_items}
     if "listener.security.protocol.map" not in raw and not names_in_use & secured:
         protocols.update({n: "PLAINTEXT" for n in controller_names if n not in protocols})
     values["listener_security_protocol_map"] = MappingProxyType(protocols)
 
-    listeners = _parse_listeners("listeners", listener_items, protocols, True)
+    listeners = parse_listeners("listeners", listener_items, protocols, True)
     values["listeners"] = listeners
     advertised_items = values["advertised_listeners"]
     advertised = (
         listeners
         if advertised_items is None
-        else _parse_listeners("advertised.listeners", advertised_items, protocols, False)
+        else parse_listeners("advertised.listeners", advertised_items, protocols, False)
     )
     values["advertised_listeners"] = tuple(x for x in advertised if x.name not in controller_names)
     controller_advertised = []
@@ -766,7 +539,7 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
 
     voters_text = values["controller_quorum_voters"]
     bootstrap = tuple(
-        _parse_host_port("controller.quorum.bootstrap.servers", x)
+        parse_host_port("controller.quorum.bootstrap.servers", x)
         for x in values["controller_quorum_bootstrap_servers"]
     )
     values["controller_quorum_bootstrap_servers"] = bootstrap
@@ -775,7 +548,7 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
         if CONTROLLER in roles and not bootstrap:
             own = [x for x in listeners if x.name in controller_names]
             if own:
-                host = _loopback(own[0].host)
+                host = loopback(own[0].host)
                 host = f"[{host}]" if ":" in host else host
                 voters_text = (f"{values['node_id']}@{host}:{own[0].port}",)
     voters: tuple[QuorumVoter, ...] = ()
@@ -783,7 +556,9 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
         try:
             parsed = parse_quorum_voters(",".join(voters_text))
         except ValueError as err:
-            raise _invalid("controller.quorum.voters", ",".join(voters_text), str(err)) from None
+            raise invalid_value(
+                "controller.quorum.voters", ",".join(voters_text), str(err)
+            ) from None
         voters = tuple(QuorumVoter(i, a.host, a.port) for i, a in parsed.items())
     values["controller_quorum_voters"] = voters
 
@@ -792,7 +567,7 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
     if values["metadata_log_dir"] is None and values["log_dirs"]:
         values["metadata_log_dir"] = values["log_dirs"][0]
     admin = values["kcore_admin_listener"].strip()
-    values["admin_listener"] = _parse_host_port("kcore.admin.listener", admin) if admin else None
+    values["admin_listener"] = parse_host_port("kcore.admin.listener", admin) if admin else None
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -981,5 +756,5 @@ def _effective_text(values: Mapping[str, Any], raw: Mapping[str, str]) -> dict[s
             continue  # no value unless set
         if value is None:
             continue
-        text[key.name] = ",".join(value) if isinstance(value, tuple) else _java_str(value)
+        text[key.name] = ",".join(value) if isinstance(value, tuple) else java_str(value)
     return text

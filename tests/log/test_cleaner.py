@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcore.log import files
-from kcore.log.cleaner import CleanerConfig, LogCleaner, complete_interrupted_swaps
+from kcore.log.cleaner import CleanerConfig, LogCleaner
+from kcore.log.cleaner_output import complete_interrupted_swaps
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
 from kcore.log.partition_log import FetchIsolation
