@@ -101,6 +101,21 @@ def _fields_at(sd: StructDecl, version: int) -> list[FieldDecl]:
     return [f for f in sd.fields if version in f.versions]
 
 
+def _field_runs(fields: list[FieldDecl]):
+    """Consecutive fixed-width fields as one list (one ``struct`` call each), others alone."""
+    i = 0
+    while i < len(fields):
+        if fields[i].type in FIXED_FORMATS:
+            j = i
+            while j < len(fields) and fields[j].type in FIXED_FORMATS:
+                j += 1
+            yield fields[i:j]
+            i = j
+        else:
+            yield fields[i]
+            i += 1
+
+
 def _struct_fn(sd: StructDecl) -> str:
     return sd.name
 
@@ -121,6 +136,14 @@ class Generator:
 
     def _nullable(self, fd: FieldDecl) -> bool:
         return self.version in fd.nullable
+
+    def _split(self, sd: StructDecl) -> tuple[list[FieldDecl], list[FieldDecl]]:
+        """The struct's fields present at this version: (regular in wire order, tagged by tag).
+        Tagged fields exist only in flexible versions; elsewhere a field is written in place."""
+        present = _fields_at(sd, self.version)
+        regular = [f for f in present if f.tag is None or not self.flexible]
+        tagged = [f for f in present if f.tag is not None and self.flexible]
+        return regular, sorted(tagged, key=lambda f: f.tag)
 
     def generate(self) -> str:
         done: set[str] = set()
@@ -238,11 +261,7 @@ class Generator:
 
     def _reader(self, sd: StructDecl) -> None:
         e = self.e
-        present = _fields_at(sd, self.version)
-        regular = [f for f in present if f.tag is None or not self.flexible]
-        tagged = sorted(
-            (f for f in present if f.tag is not None and self.flexible), key=lambda f: f.tag
-        )
+        regular, tagged = self._split(sd)
         e.emit(0, "")
         e.emit(0, f"def r_{_struct_fn(sd)}(buf, pos):")
         e.emit(1, f"o = _new(C_{_struct_fn(sd)})")
@@ -254,24 +273,15 @@ class Generator:
                 1,
                 f"o.{snake_case(fd.name)} = {default_value_source(fd, 'C_' + fd.struct.name if fd.struct else None)}",
             )
-        i = 0
-        while i < len(regular):
-            fd = regular[i]
-            if fd.type in FIXED_FORMATS:
-                group = [fd]
-                while (
-                    i + len(group) < len(regular) and regular[i + len(group)].type in FIXED_FORMATS
-                ):
-                    group.append(regular[i + len(group)])
-                fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group)
+        for run in _field_runs(regular):
+            if isinstance(run, list):
+                fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in run)
                 name = e.fixed_struct(fmt)
-                targets = ", ".join(f"o.{snake_case(g.name)}" for g in group)
+                targets = ", ".join(f"o.{snake_case(g.name)}" for g in run)
                 e.emit(1, f"{targets}, = {name}.unpack_from(buf, pos)")
                 e.emit(1, f"pos += {struct.calcsize(fmt)}")
-                i += len(group)
-                continue
-            self._read_value(1, fd, f"o.{snake_case(fd.name)}")
-            i += 1
+            else:
+                self._read_value(1, run, f"o.{snake_case(run.name)}")
         if self.flexible:
             e.emit(1, "if buf[pos] == 0:")
             e.emit(2, "pos += 1")
@@ -376,30 +386,16 @@ class Generator:
 
     def _writer(self, sd: StructDecl) -> None:
         e = self.e
-        present = _fields_at(sd, self.version)
-        regular = [f for f in present if f.tag is None or not self.flexible]
-        tagged = sorted(
-            (f for f in present if f.tag is not None and self.flexible), key=lambda f: f.tag
-        )
+        regular, tagged = self._split(sd)
         e.emit(0, "")
         e.emit(0, f"def w_{_struct_fn(sd)}(o, out):")
-        i = 0
-        while i < len(regular):
-            fd = regular[i]
-            if fd.type in FIXED_FORMATS:
-                group = [fd]
-                while (
-                    i + len(group) < len(regular) and regular[i + len(group)].type in FIXED_FORMATS
-                ):
-                    group.append(regular[i + len(group)])
-                fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in group)
-                name = e.fixed_struct(fmt)
-                args = ", ".join(f"o.{snake_case(g.name)}" for g in group)
-                e.emit(1, f"out += {name}.pack({args})")
-                i += len(group)
-                continue
-            self._write_value(1, fd, f"o.{snake_case(fd.name)}")
-            i += 1
+        for run in _field_runs(regular):
+            if isinstance(run, list):
+                fmt = ">" + "".join(FIXED_FORMATS[g.type] for g in run)
+                args = ", ".join(f"o.{snake_case(g.name)}" for g in run)
+                e.emit(1, f"out += {e.fixed_struct(fmt)}.pack({args})")
+            else:
+                self._write_value(1, run, f"o.{snake_case(run.name)}")
         if self.flexible:
             if not tagged:
                 e.emit(1, "out.append(0)")

@@ -48,10 +48,12 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import PartitionState
 from kcore.replica.replica_manager import ReplicaManager
 from kcore.server.config import BrokerConfig
+from kcore.server.controller_channel import ControllerChannel
 from kcore.server.controller_service import ControllerService
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
-from kcore.server.handlers import all_handlers
+from kcore.server.handlers import all_handlers, controller_apis
 from kcore.server.handlers.producer_ids import ProducerIdManager
+from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
@@ -120,6 +122,8 @@ class KafkaBroker:
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
         )
         self.registry = all_handlers(config)
+        if config.is_controller:
+            controller_apis.register(self.registry)  # forwarded controller requests
         self.server = KafkaServer(
             self.registry,
             self,
@@ -131,9 +135,21 @@ class KafkaBroker:
         self.producer_ids = ProducerIdManager(self)
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
+        self.controller_channel = ControllerChannel(
+            self.node_id,
+            self.quorum,
+            config.controller_quorum_voters,
+            local=self._submit_local if config.is_controller else None,
+        )
+        self.snapshotter = MetadataSnapshotter(
+            self.quorum,
+            lambda: self.metadata_image,
+            config.metadata_log_max_record_bytes_between_snapshots,
+        )
         self.ready = trio.Event()
         self._stop_requested = trio.Event()
         self.stopped = trio.Event()
+        self._shut_down_acked = trio.Event()
         self.bound: dict[str, tuple[str, int]] = {}
         self._topic_configs: dict[str, LogConfig] = {}
 
@@ -167,9 +183,17 @@ class KafkaBroker:
     async def controller_call(self, operation: Callable[[QuorumController, int], Any]) -> Any:
         """Run a controller operation and return its response once committed.
 
-        On a combined broker+controller node the controller is in this process; a broker-only
-        node would forward to the active controller (not yet supported: NOT_CONTROLLER).
+        The active controller in this process (or the only voter being this node) runs it
+        here; otherwise it is forwarded to the active controller over the network
+        (:mod:`kcore.server.controller_channel`), retrying while leadership moves.
         """
+        service = self.controller_service
+        only_voter = [v.id for v in self.config.controller_quorum_voters] == [self.node_id]
+        if service is not None and (service.is_active or only_voter):
+            return await self._submit_local(operation)
+        return await self.controller_channel.call(operation)
+
+    async def _submit_local(self, operation: Callable[[QuorumController, int], Any]) -> Any:
         if self.controller_service is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller in this process")
         # submit() returns once the records are committed, and the quorum calls every commit
@@ -267,6 +291,7 @@ class KafkaBroker:
         self.log_manager.startup(_now_ms())
         self.quorum.on_commit(self._on_metadata_commit)
         self.quorum.on_snapshot_loaded(self._on_metadata_snapshot)
+        self.snapshotter.install()  # after the loader: it snapshots the loader's image
         if config.is_controller:
             controller = QuorumController(
                 ControllerConfig.from_properties(config.effective, cluster_id=self.cluster_id)
@@ -283,6 +308,7 @@ class KafkaBroker:
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)
                 nursery.start_soon(self._maintenance)
+                nursery.start_soon(self.snapshotter.run)
                 log.info(
                     "kcore node %d of cluster %s is ready (%s), data in %s",
                     self.node_id,
@@ -298,6 +324,7 @@ class KafkaBroker:
         finally:
             with trio.CancelScope(shield=True):
                 self.log_manager.shutdown(self.broker_epoch)
+                await self.controller_channel.aclose()
                 log.info("kcore node %d stopped cleanly", self.node_id)
                 self.stopped.set()
 
@@ -307,6 +334,11 @@ class KafkaBroker:
         log.info("kcore node %d shutting down", self.node_id)
         with trio.move_on_after(SHUTDOWN_DRAIN_S):
             await self.server.drain()
+        if self.config.is_broker and self.broker_epoch >= 0:
+            # Controlled shutdown: heartbeats now ask to shut down; the controller moves this
+            # broker's leaderships away and fences it, so a restart may register at once.
+            with trio.move_on_after(SHUTDOWN_DRAIN_S):
+                await self._shut_down_acked.wait()
         try:
             with trio.move_on_after(SHUTDOWN_DRAIN_S):
                 await self.quorum.begin_shutdown(SHUTDOWN_DRAIN_S)
@@ -349,17 +381,21 @@ class KafkaBroker:
                     broker_id=self.node_id,
                     broker_epoch=self.broker_epoch,
                     current_metadata_offset=self.metadata_image.offset,
+                    want_shut_down=self._stop_requested.is_set(),
                 )
                 response = await self.controller_call(
                     lambda c, now, r=request: c.broker_heartbeat(r, now)
                 )
                 fenced = response.is_fenced
+                if response.should_shut_down:
+                    self._shut_down_acked.set()
             except KafkaError as e:
                 log.debug("heartbeat failed: %s", e)
             if not fenced and not started:
                 started = True
                 task_status.started()
-            await trio.sleep(interval if not fenced else 0.05)
+            shutting_down = self._stop_requested.is_set()
+            await trio.sleep(0.05 if fenced or shutting_down else interval)
 
     def _registration_request(self) -> m.BrokerRegistrationRequest:
         Req = m.BrokerRegistrationRequest
