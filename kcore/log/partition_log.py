@@ -172,7 +172,8 @@ class PartitionLog:
         first_unstable = self.producer_state.first_unstable_offset()
         if first_unstable is None:
             return self.high_watermark
-        return min(first_unstable, self.high_watermark)
+        # Data below the log start is gone (DeleteRecords, retention): so is its instability.
+        return min(max(first_unstable, self.log_start_offset), self.high_watermark)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch's answer: ``(largest epoch <= epoch, its end offset)``."""
@@ -539,11 +540,15 @@ class PartitionLog:
         del self.segments[keep + 1 :]
         del self._bases[keep + 1 :]
         self.active_segment.truncate_to(offset)
-        self.log_end_offset = self.active_segment.next_offset()
+        # Offsets below the target stay used even where a gap leaves no batch for them (a
+        # follower's copy of a compacted log): the next append starts at the target, as in
+        # Kafka. A batch straddling the target is kept whole, so the end may lie above it.
+        self.log_end_offset = max(self.active_segment.next_offset(), offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self._rebuild_producer_state(now_ms=0)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:

@@ -6,6 +6,7 @@ from kcore.server.handlers import (
     api_versions,
     configs,
     fetch,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -14,7 +15,17 @@ from kcore.server.handlers import (
 )
 from kcore.server.registry import HandlerRegistry
 
-FAMILIES = (api_versions, produce, fetch, offsets, metadata, topics, configs, producer_ids)
+FAMILIES = (
+    api_versions,
+    produce,
+    fetch,
+    offsets,
+    metadata,
+    topics,
+    configs,
+    producer_ids,
+    log_dirs,
+)
 
 
 def all_handlers(config=None) -> HandlerRegistry:

@@ -48,7 +48,7 @@ def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_
             epoch, end = plog.end_offset_for_epoch(fp.last_fetched_epoch)
             if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
                 data = _partition_data(plog)
-                data.diverging_epoch = PD.EpochEndOffset(epoch=epoch, end_offset=end)
+                data.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
                 return data, 0
         max_bytes = max(min(fp.partition_max_bytes, budget), 0)
         _, info = replicas.fetch(
@@ -71,7 +71,9 @@ def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_
             )
         if info.aborted_transactions is not None:
             data.aborted_transactions = [
-                PD.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                m.FetchResponse.AbortedTransaction(
+                    producer_id=t.producer_id, first_offset=t.first_offset
+                )
                 for t in info.aborted_transactions
             ]
         return data, size
@@ -80,7 +82,7 @@ def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_
         if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
             partition = replicas.partitions.get((tp.topic, tp.partition))
             if partition is not None:
-                data.current_leader = PD.LeaderIdAndEpoch(
+                data.current_leader = m.FetchResponse.LeaderIdAndEpoch(
                     leader_id=partition.state.leader, leader_epoch=partition.state.leader_epoch
                 )
         return data, 0
@@ -91,6 +93,7 @@ def _partition_data(plog) -> m.FetchResponse.PartitionData:
         high_watermark=plog.high_watermark,
         last_stable_offset=plog.last_stable_offset,
         log_start_offset=plog.log_start_offset,
+        aborted_transactions=None,  # null unless read_committed, as Kafka answers
         records=b"",
     )
 

