@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 
@@ -47,7 +48,18 @@ def baseline(count: int) -> float:
         return time.perf_counter() - start
 
 
+def raise_open_files_limit(wanted: int = 131072) -> None:
+    """10,000 partitions keep about 30,000 files open; root may raise the hard limit too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), max(hard, wanted)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print(f"open files limit: {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}")
+
+
 def main() -> None:
+    raise_open_files_limit()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=10)

@@ -91,12 +91,14 @@ def fsync_dir(directory: StrPath) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: StrPath, data: bytes) -> None:
+def atomic_write_bytes(path: StrPath, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
 
     Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory (the
     rename is only durable once the directory entry is). A crash before the rename leaves a
-    stale ``.tmp`` behind, which the next write simply overwrites.
+    stale ``.tmp`` behind, which the next write simply overwrites. ``durable=False`` skips both
+    fsyncs, for files that can be rebuilt from elsewhere: after a crash they may be missing or
+    empty, never half-written by this process.
     """
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
@@ -106,8 +108,10 @@ def atomic_write_bytes(path: StrPath, data: bytes) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, target)
-    fsync_dir(target.parent)
+    if durable:
+        fsync_dir(target.parent)

@@ -137,7 +137,13 @@ class AbstractIndex:
         # Entries are counted from the size before any preallocation: an existing file holds
         # exactly its used entries after a clean shutdown, because close() trimmed it.
         self._entries = length // self.ENTRY_SIZE
-        self._map(self._max_index_size if writable and length == 0 else length)
+        target = self._max_index_size if writable and length == 0 else length
+        if self._entries:
+            self._map(target)
+        else:
+            # An empty index is mapped on its first append: a broker with thousands of fresh
+            # partitions keeps one descriptor per partition open instead of three.
+            self._length = target
         self._load_last_entry()
 
     # -- properties -------------------------------------------------------------------------
@@ -325,6 +331,8 @@ class AbstractIndex:
             # Reopened (or trimmed) index: grow back to the preallocated size, or by one entry
             # when the caller appends past the limit on purpose (the time index on roll).
             self.resize(max(self._max_index_size, end))
+        if self._mm is None:
+            self._map(self._length)
         self._ENTRY.pack_into(self._mm, n * self.ENTRY_SIZE, *fields)  # type: ignore[arg-type]
         self._entries = n + 1
         # Keep the lookup cache current so the active segment never reconverts the column.

@@ -102,8 +102,12 @@ class MetaProperties:
 
 
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    """Record the partition's topic id. Not fsynced: the id is durable in the metadata log, and
+    a file a crash left empty or missing is rewritten when the partition is next applied."""
     text = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}\n"
-    atomic_write_bytes(Path(partition_dir) / PARTITION_METADATA, text.encode("utf-8"))
+    atomic_write_bytes(
+        Path(partition_dir) / PARTITION_METADATA, text.encode("utf-8"), durable=False
+    )
 
 
 def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from kcore.log.checkpoint import OffsetCheckpointFile
 from kcore.log.errors import LogError
 from kcore.log.log_dirs import (
+    PARTITION_METADATA,
     MetaProperties,
     parse_partition_dir_name,
     random_uuid,
@@ -78,6 +79,7 @@ class LogManager:
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._counts: dict[Path, int] = {}  # partitions per directory (where new ones go)
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.meta: MetaProperties | None = None
         self.had_clean_shutdown = False
@@ -141,7 +143,11 @@ class LogManager:
             tp = parse_partition_dir_name(name)
             if tp is None or tp[0] in INTERNAL_LOG_TOPICS:
                 continue
-            topic_id = read_partition_metadata(path)
+            try:
+                topic_id = read_partition_metadata(path)
+            except LogError as e:  # not fsynced: a crash may leave it empty; it is rewritten
+                log.warning("%s; the topic id will be rewritten from the metadata", e)
+                topic_id = None
             if topic_id is not None:
                 self.topic_ids[tp[0]] = topic_id
             self.logs[tp] = load_log(
@@ -153,6 +159,7 @@ class LogManager:
                 now_ms=now_ms,
             )
             self._dir_of[tp] = d
+            self._counts[d] = self._counts.get(d, 0) + 1
 
     # -- partitions --------------------------------------------------------------------------
 
@@ -166,16 +173,20 @@ class LogManager:
         tp = (topic, partition)
         existing = self.logs.get(tp)
         if existing is not None:
+            if (
+                self.topic_ids.get(topic) != topic_id
+                or not (existing.dir / PARTITION_METADATA).exists()
+            ):
+                write_partition_metadata(existing.dir, topic_id)
+                self.topic_ids[topic] = topic_id
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for owner in self._dir_of.values():
-            counts[owner] += 1
-        d = min(self.log_dirs, key=lambda x: counts[x])
+        d = min(self.log_dirs, key=lambda x: self._counts.get(x, 0))
         path = d / f"{topic}-{partition}"
         plog = create_log(path, self.config_for(topic), now_ms=now_ms)
         write_partition_metadata(path, topic_id)
         self.logs[tp] = plog
         self._dir_of[tp] = d
+        self._counts[d] = self._counts.get(d, 0) + 1
         self.topic_ids[topic] = topic_id
         return plog
 
@@ -186,6 +197,7 @@ class LogManager:
         d = self._dir_of.pop(tp, None)
         if plog is None or d is None:
             return
+        self._counts[d] -= 1
         for seg in plog.segments:
             seg.close()
         doomed = d / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
@@ -247,3 +259,4 @@ class LogManager:
             write_clean_shutdown(d, broker_epoch)
         self.logs.clear()
         self._dir_of.clear()
+        self._counts.clear()
