@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _RECV_BYTES = 65536
+_RECV_MAX_BYTES = 4 * 1024 * 1024
 _connection_ids = itertools.count(1)
 
 
@@ -210,8 +211,11 @@ class _Connection:
         idle = self.server.limits.idle_timeout_s
         async with send:
             while True:
+                # A large frame in progress is read in large pieces (fewer wake-ups and joins).
+                pending = self.decoder.pending_frame_size() or 0
+                want = min(max(_RECV_BYTES, pending + 4 - self.decoder.buffered), _RECV_MAX_BYTES)
                 with trio.move_on_after(idle) as scope:
-                    data = await self.stream.receive_some(_RECV_BYTES)
+                    data = await self.stream.receive_some(want)
                 if scope.cancelled_caught:
                     raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
                 if not data:
