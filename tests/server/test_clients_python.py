@@ -87,3 +87,21 @@ def test_aiokafka_produces_and_consumes(cluster):
             await consumer.stop()
 
     assert asyncio.run(main()) == [f"a{i}".encode() for i in range(30)]
+
+
+def test_aiokafka_admin_creates_and_lists_topics(cluster):
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = _name("aio-admin")
+
+    async def main():
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+            return await admin.list_topics()
+        finally:
+            await admin.close()
+
+    assert topic in asyncio.run(main())
+    assert sorted(p for t, p in cluster.broker.replica_manager.partitions if t == topic) == [0, 1]
