@@ -238,17 +238,23 @@ def _is_list_key(ctx: ControllerContext, rtype: int, key: str) -> bool:
 def incremental_alter_configs(
     ctx: ControllerContext, request: m.IncrementalAlterConfigsRequest
 ) -> ControllerResult[m.IncrementalAlterConfigsResponse]:
-    response = m.IncrementalAlterConfigsResponse()
+    return _alter(ctx, request, m.IncrementalAlterConfigsResponse, _incremental)
+
+
+def _alter(ctx: ControllerContext, request: Message, response_cls, apply) -> ControllerResult:
+    """(Incremental)AlterConfigs: ``apply`` each resource; an error fails that resource only;
+    ``validate_only`` answers without records."""
+    response = response_cls()
     records: list[Message] = []
     for res in request.resources:
-        out = m.IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+        out = response_cls.AlterConfigsResourceResponse(
             resource_type=res.resource_type,
             resource_name=res.resource_name,
             error_message=None,
         )
         response.responses.append(out)
         try:
-            records += _incremental(ctx, res)
+            records += apply(ctx, res)
         except KafkaError as e:
             out.error_code, out.error_message = int(e.code), e.message
     return ControllerResult.of([] if request.validate_only else records, response)
@@ -280,17 +286,4 @@ def _legacy(ctx: ControllerContext, res: Message) -> list[Message]:
 def alter_configs(
     ctx: ControllerContext, request: m.AlterConfigsRequest
 ) -> ControllerResult[m.AlterConfigsResponse]:
-    response = m.AlterConfigsResponse()
-    records: list[Message] = []
-    for res in request.resources:
-        out = m.AlterConfigsResponse.AlterConfigsResourceResponse(
-            resource_type=res.resource_type,
-            resource_name=res.resource_name,
-            error_message=None,
-        )
-        response.responses.append(out)
-        try:
-            records += _legacy(ctx, res)
-        except KafkaError as e:
-            out.error_code, out.error_message = int(e.code), e.message
-    return ControllerResult.of([] if request.validate_only else records, response)
+    return _alter(ctx, request, m.AlterConfigsResponse, _legacy)
