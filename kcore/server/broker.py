@@ -135,6 +135,7 @@ class KafkaBroker:
         self.producer_ids = ProducerIdManager(self)
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
+        self._only_voter = [v.id for v in config.controller_quorum_voters] == [self.node_id]
         self.controller_channel = ControllerChannel(
             self.node_id,
             self.quorum,
@@ -188,8 +189,7 @@ class KafkaBroker:
         (:mod:`kcore.server.controller_channel`), retrying while leadership moves.
         """
         service = self.controller_service
-        only_voter = [v.id for v in self.config.controller_quorum_voters] == [self.node_id]
-        if service is not None and (service.is_active or only_voter):
+        if service is not None and (service.is_active or self._only_voter):
             return await self._submit_local(operation)
         return await self.controller_channel.call(operation)
 
@@ -415,5 +415,5 @@ class KafkaBroker:
             incarnation_id=self.incarnation_id,
             listeners=listeners,
             features=features,
-            rack=self.config.broker_rack if hasattr(self.config, "broker_rack") else None,
+            rack=self.config.broker_rack,
         )
