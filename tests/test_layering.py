@@ -6,7 +6,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE_PACKAGES = ["kcore/protocol", "kcore/record", "kcore/log", "kcore/metadata", "kcore/raft"]
+PURE_PACKAGES = [
+    "kcore/protocol",
+    "kcore/record",
+    "kcore/log",
+    "kcore/metadata",
+    "kcore/raft",
+    "kcore/coordinator",
+]
 FORBIDDEN = ("trio", "socket", "kcore.server", "kcore.client", "kcore.testing", "kcore.mirror")
 # The Trio shell of the pure Raft core lives beside it (architecture.md: "a thin Trio driver"):
 # these modules own the clock and the sockets so that nothing else in kcore/raft has to.

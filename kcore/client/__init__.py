@@ -7,6 +7,8 @@ operator tools and the tests.
   retry helper).
 * :mod:`kcore.client.admin` — thin helpers: create/delete topics, describe configs, list
   offsets, raw fetch and produce, ApiVersions.
+* :mod:`kcore.client.groups` — consumer-group helpers that go to the group's coordinator:
+  FindCoordinator, list/describe/delete groups, fetch/commit/delete offsets.
 * :mod:`kcore.client.errors` — the client's exceptions and response error-code helpers.
 """
 

@@ -34,6 +34,7 @@ from kcore.replica.partition import Partition, PartitionState, WriteGuard
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class ReplicaManager:
@@ -115,6 +116,12 @@ class ReplicaManager:
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append to a partition this node leads; raises KafkaError for that partition."""
+        if origin is AppendOrigin.CLIENT and topic in INTERNAL_TOPICS:
+            # Only their coordinators write there: a client's record could corrupt group or
+            # transaction state (Kafka refuses it the same way).
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+            )
         partition = self.partition_or_error(topic, index)
         info = partition.append_as_leader(
             records,

@@ -9,6 +9,8 @@ Theory of operation
    **metadata loader**; this object is a publisher of the loader: every new image is turned into
    replica-manager changes (partitions created, led, followed, deleted) and config reloads;
 3. on controller nodes, the **controller service**, active while this node leads the quorum;
+   then the **group coordinator** shell (:mod:`kcore.server.group_coordinator`), which loads the
+   groups of the ``__consumer_offsets`` partitions this broker leads after every metadata change;
 4. the **listeners** (:class:`~kcore.server.network.KafkaServer`), broker listeners serving the
    client APIs and controller listeners the Raft and controller APIs;
 5. the **broker lifecycle**: registration with the controller, then heartbeats every
@@ -21,7 +23,8 @@ cleanly (producer snapshots, trimmed indexes, checkpoints, the clean-shutdown ma
 start scans nothing. A plain cancellation skips the draining but still closes the logs.
 
 Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
-``metadata_image``, ``purgatory``, ``fetch_manager``, :meth:`controller_call`, ...
+``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``, ``internal_topics``,
+:meth:`controller_call`, ...
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
 from kcore.server.controller_service import ControllerService
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
+from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
 from kcore.server.handlers.producer_ids import ProducerIdManager
+from kcore.server.internal_topics import InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
@@ -133,6 +138,8 @@ class KafkaBroker:
             ),
         )
         self.producer_ids = ProducerIdManager(self)
+        self.internal_topics = InternalTopics(self)
+        self.group_coordinator = GroupCoordinatorService(self)
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
         self._only_voter = [v.id for v in config.controller_quorum_voters] == [self.node_id]
@@ -264,6 +271,7 @@ class KafkaBroker:
                     ),
                     now,
                 )
+            self.group_coordinator.leadership_changed()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -304,6 +312,7 @@ class KafkaBroker:
                 await nursery.start(self.quorum.run)
                 if self.controller_service is not None:
                     await nursery.start(self.controller_service.run)
+                await nursery.start(self.group_coordinator.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)

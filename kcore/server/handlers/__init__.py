@@ -6,6 +6,8 @@ from kcore.server.handlers import (
     api_versions,
     configs,
     fetch,
+    find_coordinator,
+    groups,
     log_dirs,
     metadata,
     offsets,
@@ -25,6 +27,8 @@ FAMILIES = (
     configs,
     producer_ids,
     log_dirs,
+    find_coordinator,
+    groups,
 )
 
 

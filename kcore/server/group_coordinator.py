@@ -1,0 +1,258 @@
+"""The Trio shell of the group coordinator: its clock, its log, and its partitions.
+
+Theory of operation
+-------------------
+The pure :class:`~kcore.coordinator.group.coordinator.GroupCoordinator` decides everything about
+groups; this shell gives it what it cannot have by itself:
+
+* **a log.** The core persists state by calling ``append(partition, records)``; the shell
+  encodes them (:mod:`kcore.coordinator.group.records`), builds one uncompressed batch and
+  appends it to ``__consumer_offsets-<partition>`` through the replica manager, synchronously,
+  so the core sees the outcome (and a refused write) at once. A response that depended on a
+  write is sent only once the partition's high watermark covers it (``acks=all``): a commit a
+  client was told about survives a leader change. Waiting longer than ``offsets.commit.timeout.ms``
+  answers REQUEST_TIMED_OUT instead.
+* **partitions.** After every metadata change the broker calls :meth:`leadership_changed`; the
+  shell compares the ``__consumer_offsets`` partitions this node leads (and at which leader
+  epoch) with those the core owns: new ones are loaded in the background — the core answers
+  COORDINATOR_LOAD_IN_PROGRESS for their groups meanwhile — by replaying the partition's log
+  from its start to its end; lost ones are unloaded at once (waiting requests get
+  NOT_COORDINATOR).
+* **a clock.** One task sleeps until the core's next deadline (session expiries, rebalance
+  timeouts, the initial rebalance delay, offset expiry) and calls ``tick``; every request wakes it
+  because a request can move the next deadline earlier.
+* **waiting.** JoinGroup and SyncGroup are answered by a callback, possibly much later (when the
+  rebalance completes); :meth:`deferred` turns that callback into an awaitable.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from kcore.coordinator.group import records as group_records
+from kcore.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from kcore.log.partition_log import FetchIsolation
+from kcore.log.producer_state import AppendOrigin
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.record.batch import iter_batches
+from kcore.record.records import RecordBatchBuilder
+from kcore.server.internal_topics import CONSUMER_OFFSETS
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 1 << 20
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def group_config(config) -> GroupConfig:
+    """The core's settings from the broker's (Kafka's key names)."""
+    return GroupConfig(
+        offsets_topic_partitions=config.value("offsets.topic.num.partitions"),
+        initial_rebalance_delay_ms=config.value("group.initial.rebalance.delay.ms"),
+        min_session_timeout_ms=config.value("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.value("group.max.session.timeout.ms"),
+        max_size=config.value("group.max.size"),
+        offsets_retention_ms=config.value("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=config.value("offsets.retention.check.interval.ms"),
+        offset_metadata_max_bytes=config.value("offset.metadata.max.bytes"),
+    )
+
+
+class GroupCoordinatorService:
+    """See the module docstring. ``broker`` gives the replica manager, config and purgatory."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.core = GroupCoordinator(group_config(broker.config), self._append)
+        self._commit_timeout_s = broker.config.value("offsets.commit.timeout.ms") / 1000
+        self._wake = trio.Event()
+        self._led: dict[int, int] = {}  # partition -> leader epoch being served or loaded
+        self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
+        self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
+
+    # -- what the handlers use ----------------------------------------------------------------
+
+    def kick(self) -> None:
+        """A request may have moved the next deadline earlier: let the timer look again."""
+        self._wake.set()
+
+    async def call(self, operation: Callable[[int], Any]) -> Any:
+        """Run ``operation(now_ms)`` on the core and answer once what it wrote is durable."""
+        partitions_before = dict(self._appended_end)
+        response = operation(now_ms())
+        self.kick()
+        await self._durable(response, partitions_before)
+        return response
+
+    async def deferred(self, start: Callable[[int, Callable[[Any], None]], None]) -> Any:
+        """``start(now_ms, respond)`` hands the core a callback; wait until it is called."""
+        done = trio.Event()
+        box: list[Any] = []
+
+        def respond(response: Any) -> None:
+            if not box:  # the core answers once; a second call would be a core bug
+                box.append(response)
+                done.set()
+
+        partitions_before = dict(self._appended_end)
+        start(now_ms(), respond)
+        self.kick()
+        await done.wait()
+        await self._durable(box[0], partitions_before)
+        return box[0]
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def _append(self, partition: int, records: list) -> None:
+        """The core's ``append``: one batch, synchronously; KafkaError when refused."""
+        if not records:
+            return
+        now = now_ms()
+        builder = RecordBatchBuilder()
+        for record in records:
+            key, value = group_records.encode(record)
+            builder.append(now, key, value)
+        info = self.broker.replica_manager.append_records(
+            CONSUMER_OFFSETS,
+            partition,
+            builder.build(),
+            required_acks=-1,
+            now_ms=now,
+            origin=AppendOrigin.COORDINATOR,
+        )
+        self._appended_end[partition] = info.last_offset + 1
+
+    async def _durable(self, response: Any, before: dict[int, int]) -> None:
+        """Wait until every partition written since ``before`` has its high watermark past
+        the write; on timeout the response says REQUEST_TIMED_OUT (the client retries)."""
+        waits = [(p, end) for p, end in self._appended_end.items() if before.get(p, -1) != end]
+        if not waits:
+            return
+        replicas = self.broker.replica_manager
+        with trio.move_on_after(self._commit_timeout_s):
+            for p, end in waits:
+                while True:
+                    partition = replicas.partitions.get((CONSUMER_OFFSETS, p))
+                    if partition is None or partition.log.high_watermark >= end:
+                        break
+                    await self.broker.purgatory.wait(
+                        [(CONSUMER_OFFSETS, p)], self._commit_timeout_s
+                    )
+            return
+        _mark_timed_out(response)
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def leadership_changed(self) -> None:
+        """Called by the broker after each metadata change that touched partitions."""
+        led = {
+            index: partition.state.leader_epoch
+            for (topic, index), partition in self.broker.replica_manager.partitions.items()
+            if topic == CONSUMER_OFFSETS and partition.is_leader
+        }
+        for index, epoch in list(self._led.items()):
+            if led.get(index) != epoch:
+                del self._led[index]
+                self._appended_end.pop(index, None)
+                self.core.unload(index)
+                log.info("group coordinator: unloaded %s-%d", CONSUMER_OFFSETS, index)
+        for index, epoch in led.items():
+            if index not in self._led:
+                self._led[index] = epoch
+                self.core.begin_loading(index)
+                self._load_send.send_nowait((index, epoch))
+        self.kick()
+
+    async def _loader(self) -> None:
+        async for index, epoch in self._load_receive:
+            if self._led.get(index) != epoch:
+                continue  # lost (or re-won) since it was queued
+            try:
+                await self._load(index, epoch)
+            except Exception:
+                log.exception("group coordinator: loading %s-%d failed", CONSUMER_OFFSETS, index)
+
+    async def _load(self, index: int, epoch: int) -> None:
+        started = time.monotonic()
+        partition = self.broker.replica_manager.partitions.get((CONSUMER_OFFSETS, index))
+        if partition is None:
+            return
+        plog = partition.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        count = 0
+        while offset < end:
+            data = plog.read(offset, LOAD_READ_BYTES, FetchIsolation.LOG_END)
+            if not data.records:
+                break
+            for file_slice in data.records:
+                for batch in iter_batches(file_slice.read()):
+                    offset = batch.last_offset + 1
+                    # Control batches carry no group state; transactional offset commits wait
+                    # for their markers (the transactions issue replays them).
+                    if batch.is_control or batch.is_transactional:
+                        continue
+                    for record in batch.records():
+                        decoded = group_records.decode(record.key, record.value)
+                        if decoded is not None:
+                            self.core.replay(index, decoded)
+                            count += 1
+            await trio.sleep(0)  # other requests run between chunks
+            if self._led.get(index) != epoch:
+                return  # leadership moved while loading; unload already happened
+        self.core.finish_loading(index, now_ms())
+        self.kick()
+        log.info(
+            "group coordinator: loaded %s-%d (%d records) in %.0f ms",
+            CONSUMER_OFFSETS,
+            index,
+            count,
+            (time.monotonic() - started) * 1000,
+        )
+
+    # -- the clock ----------------------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._loader)
+            task_status.started()
+            while True:
+                self._wake = trio.Event()
+                deadline = self.core.next_deadline_ms()
+                now = now_ms()
+                if deadline is not None and deadline <= now:
+                    try:
+                        self.core.tick(now)
+                    except Exception:
+                        log.exception("group coordinator: tick failed")
+                        await trio.sleep(0.1)
+                    continue
+                timeout = math.inf if deadline is None else (deadline - now) / 1000
+                with trio.move_on_after(timeout):
+                    await self._wake.wait()
+
+
+def _mark_timed_out(response: Any) -> None:
+    """Put REQUEST_TIMED_OUT where the response carries its errors."""
+    code = int(ErrorCode.REQUEST_TIMED_OUT)
+    if (
+        hasattr(response, "topics")
+        and response.topics
+        and hasattr(response.topics[0], "partitions")
+    ):
+        for topic in response.topics:  # OffsetCommit: per partition
+            for p in topic.partitions:
+                p.error_code = code
+    elif hasattr(response, "error_code"):
+        response.error_code = code
+    else:
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the coordinator write was not replicated")

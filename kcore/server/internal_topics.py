@@ -1,0 +1,135 @@
+"""The coordinators' internal topics, created on first use through the controller.
+
+``__consumer_offsets`` (groups) and ``__transaction_state`` (transactions) do not exist until a
+client first looks for a coordinator (FindCoordinator), as in Kafka. They are created then with
+Kafka's settings: ``offsets.topic.num.partitions`` / ``transaction.state.log.num.partitions``
+partitions, compacted, uncompressed (``compression.type=producer``, the coordinators write
+uncompressed batches), their segment size, and for ``__transaction_state`` its
+``min.insync.replicas``. The replication factor follows
+:meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: the configured
+value when set explicitly (creation waits until that many brokers are alive, as in Kafka),
+otherwise ``min(3, live brokers)``.
+
+A key maps to a partition by Kafka's rule, ``abs(javaStringHash(key)) % partitions``; the
+coordinator of the key is that partition's leader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from kcore.coordinator.group.records import CONSUMER_OFFSETS
+from kcore.coordinator.partitioning import partition_for
+from kcore.coordinator.transaction.records import TRANSACTION_STATE
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+
+# FindCoordinator key types (Kafka's CoordinatorType).
+GROUP = 0
+TRANSACTION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopic:
+    name: str
+    partitions_key: str
+    replication_key: str
+    segment_bytes_key: str
+
+
+TOPICS = {
+    GROUP: InternalTopic(
+        CONSUMER_OFFSETS,
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "offsets.topic.segment.bytes",
+    ),
+    TRANSACTION: InternalTopic(
+        TRANSACTION_STATE,
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.segment.bytes",
+    ),
+}
+
+
+class InternalTopics:
+    """Finds (creating when missing) the partition and leader of a coordinator key."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._locks = {kind: trio.Lock() for kind in TOPICS}
+
+    def partition_count(self, key_type: int) -> int:
+        return self.broker.config.value(TOPICS[key_type].partitions_key)
+
+    def partition_for(self, key_type: int, key: str) -> int:
+        return partition_for(key, self.partition_count(key_type))
+
+    async def coordinator(self, key_type: int, key: str) -> int:
+        """The node id leading the key's partition; raises KafkaError (clients retry
+        COORDINATOR_NOT_AVAILABLE) while the topic is being created or has no leader."""
+        spec = TOPICS.get(key_type)
+        if spec is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+        topic = self.broker.metadata_image.topics.by_name.get(spec.name)
+        if topic is None:
+            await self._create(key_type)
+            topic = self.broker.metadata_image.topics.by_name.get(spec.name)
+            if topic is None:
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{spec.name} is being created"
+                )
+        index = partition_for(key, len(topic.partitions))
+        registration = topic.partitions.get(index)
+        if registration is None or registration.leader < 0:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{spec.name}-{index} has no leader"
+            )
+        return registration.leader
+
+    async def _create(self, key_type: int) -> None:
+        spec = TOPICS[key_type]
+        async with self._locks[key_type]:
+            if spec.name in self.broker.metadata_image.topics.by_name:
+                return
+            config = self.broker.config
+            live = sum(1 for b in self.broker.metadata_image.cluster.brokers.values() if b.active)
+            rf = config.internal_topic_replication_factor(spec.replication_key, live)
+            if rf > live:
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    f"{spec.name} needs {rf} live brokers ({spec.replication_key}), "
+                    f"{live} are alive",
+                )
+            configs = {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(config.value(spec.segment_bytes_key)),
+            }
+            if key_type == TRANSACTION:
+                configs["min.insync.replicas"] = str(config.transaction_state_log_min_isr_for(rf))
+            Req = m.CreateTopicsRequest
+            request = Req(
+                topics=[
+                    Req.CreatableTopic(
+                        name=spec.name,
+                        num_partitions=self.partition_count(key_type),
+                        replication_factor=rf,
+                        configs=[
+                            Req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()
+                        ],
+                    )
+                ],
+                timeout_ms=30000,
+            )
+            response = await self.broker.controller_call(lambda c, now: c.create_topics(request))
+            result = response.topics[0]
+            if result.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    f"creating {spec.name} failed: {ErrorCode(result.error_code).name} "
+                    f"{result.error_message or ''}".rstrip(),
+                )
