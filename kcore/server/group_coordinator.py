@@ -77,6 +77,7 @@ class GroupCoordinatorService:
         self._wake = trio.Event()
         self._led: dict[int, int] = {}  # partition -> leader epoch being served or loaded
         self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
+        self._written: list[tuple[int, int]] | None = None  # appends of the running call()
         self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
 
     # -- what the handlers use ----------------------------------------------------------------
@@ -87,14 +88,17 @@ class GroupCoordinatorService:
 
     async def call(self, operation: Callable[[int], Any]) -> Any:
         """Run ``operation(now_ms)`` on the core and answer once what it wrote is durable."""
-        partitions_before = dict(self._appended_end)
+        written = self._written = []
         response = operation(now_ms())
+        self._written = None
         self.kick()
-        await self._durable(response, partitions_before)
+        if written:
+            await self._durable(response, dict(written))
         return response
 
     async def deferred(self, start: Callable[[int, Callable[[Any], None]], None]) -> Any:
-        """``start(now_ms, respond)`` hands the core a callback; wait until it is called."""
+        """``start(now_ms, respond)`` hands the core a callback; wait until it is called, then
+        until everything written to the partitions touched meanwhile is durable."""
         done = trio.Event()
         box: list[Any] = []
 
@@ -103,11 +107,13 @@ class GroupCoordinatorService:
                 box.append(response)
                 done.set()
 
-        partitions_before = dict(self._appended_end)
+        before = dict(self._appended_end)
         start(now_ms(), respond)
         self.kick()
         await done.wait()
-        await self._durable(box[0], partitions_before)
+        ends = {p: end for p, end in self._appended_end.items() if before.get(p) != end}
+        if ends:
+            await self._durable(box[0], ends)
         return box[0]
 
     # -- the log ------------------------------------------------------------------------------
@@ -129,24 +135,33 @@ class GroupCoordinatorService:
             now_ms=now,
             origin=AppendOrigin.COORDINATOR,
         )
-        self._appended_end[partition] = info.last_offset + 1
+        end = info.last_offset + 1
+        self._appended_end[partition] = end
+        if self._written is not None:
+            self._written.append((partition, end))
 
-    async def _durable(self, response: Any, before: dict[int, int]) -> None:
-        """Wait until every partition written since ``before`` has its high watermark past
-        the write; on timeout the response says REQUEST_TIMED_OUT (the client retries)."""
-        waits = [(p, end) for p, end in self._appended_end.items() if before.get(p, -1) != end]
-        if not waits:
-            return
+    async def _durable(self, response: Any, ends: dict[int, int]) -> None:
+        """Wait until each partition's high watermark reaches its end in ``ends``; on timeout
+        the response says REQUEST_TIMED_OUT (the client retries)."""
         replicas = self.broker.replica_manager
+
+        def pending() -> list[int]:
+            out = []
+            for p, end in ends.items():
+                partition = replicas.partitions.get((CONSUMER_OFFSETS, p))
+                if partition is not None and partition.log.high_watermark < end:
+                    out.append(p)
+            return out
+
+        waiting = pending()  # a single replica: already durable, no timer needed
+        if not waiting:
+            return
         with trio.move_on_after(self._commit_timeout_s):
-            for p, end in waits:
-                while True:
-                    partition = replicas.partitions.get((CONSUMER_OFFSETS, p))
-                    if partition is None or partition.log.high_watermark >= end:
-                        break
-                    await self.broker.purgatory.wait(
-                        [(CONSUMER_OFFSETS, p)], self._commit_timeout_s
-                    )
+            while waiting:
+                await self.broker.purgatory.wait(
+                    [(CONSUMER_OFFSETS, p) for p in waiting], self._commit_timeout_s
+                )
+                waiting = pending()
             return
         _mark_timed_out(response)
 

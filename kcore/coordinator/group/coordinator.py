@@ -62,6 +62,8 @@ _UNAVAILABLE = {
 _MOVED = {E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR}
 _TOO_LARGE = {E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE}
 
+_PARTITION_CACHE_SIZE = 100_000
+
 
 @dataclass(frozen=True)
 class GroupConfig:
@@ -108,10 +110,18 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         self._loading: set[int] = set()
         self._owned: set[int] = set()
         self._expiry_deadline: dict[int, int] = {}  # owned partition -> next offsets expiration
+        self._partition_cache: dict[str, int] = {}
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id``."""
-        return rec.partition_for(group_id, self.config.offsets_topic_partitions)
+        # Every request asks this; the Java hash is a Python loop over the id.
+        partition = self._partition_cache.get(group_id)
+        if partition is None:
+            partition = rec.partition_for(group_id, self.config.offsets_topic_partitions)
+            if len(self._partition_cache) >= _PARTITION_CACHE_SIZE:
+                self._partition_cache.clear()
+            self._partition_cache[group_id] = partition
+        return partition
 
     # ---- ownership ---------------------------------------------------------------------------
 
