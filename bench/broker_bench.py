@@ -14,6 +14,11 @@ ports: kcore as ``python -m kcore.cli server`` with a temporary data directory, 
 ``tansu broker --storage-engine memory://`` (it binds 0.0.0.0 unless told otherwise: it is always
 given 127.0.0.1 listener and advertised URLs). The clients run in this process.
 
+Both brokers run for the whole bench. Each case runs ``--repeat`` times (3 by default) per
+broker, the brokers alternating run by run, and the median run is reported (produce and consume
+separately), with the range: on a shared 2-core machine single runs of the small cases vary by
+up to 2x, and alternating exposes both brokers to the same background load.
+
 Cases: record values of 100 B, 1 KiB and 16 KiB; acks=1 and acks=all; compression none and lz4.
 Each case produces the same number of records to a fresh one-partition topic (throughput:
 records/s and MB/s of values, from the first produce() to the last delivery report), then reads
@@ -354,6 +359,15 @@ def latency(broker: Broker, rate: int, seconds: float) -> tuple[float, float, in
 # -- main ----------------------------------------------------------------------------------
 
 
+def median_result(runs: list[Result]) -> Result:
+    """The median run for produce and, separately, for consume (runs are one case's)."""
+    by_produce = sorted(runs, key=lambda r: r.produce_s)
+    by_consume = sorted(runs, key=lambda r: r.consume_s)
+    mid = len(runs) // 2
+    first = runs[0]
+    return Result(by_produce[mid].produce_s, by_consume[mid].consume_s, first.records, first.size)
+
+
 def records_for(size: int, budget_bytes: int, cap: int) -> int:
     return max(1000, min(cap, budget_bytes // size))
 
@@ -370,7 +384,14 @@ def main() -> None:
         "--only kcore) and print its top functions",
     )
     parser.add_argument("--rate", type=int, default=1000, help="latency phase: records/s")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each case per broker, alternating the brokers; the median counts",
+    )
     args = parser.parse_args()
+    repeat = 1 if args.profile else max(1, args.repeat)
 
     budget = 8_000_000 if args.quick else 40_000_000
     cap = 50_000 if args.quick else 200_000
@@ -396,41 +417,62 @@ def main() -> None:
         f"# confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}"
     )
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"# each case: median of {repeat} run(s) per broker, brokers alternating")
 
     results: dict[str, dict[str, Result]] = {n: {} for n in names}
     lat: dict[str, tuple[float, float, int]] = {}
     profile_path = None
-    for name in names:
-        if name == "kcore":
-            if args.profile:
-                profile_path = tempfile.mktemp(suffix=".prof", prefix="kcore-bench-")
-            broker: Broker = KcoreBroker(profile_path)
-        else:
-            broker = TansuBroker()
-        broker.start()
-        try:
-            for case in cases:
-                n = records_for(case.size, budget, cap)
-                r = run_case(broker, case, n)
-                results[name][case.key] = r
+    brokers: dict[str, Broker] = {}
+    try:
+        for name in names:
+            if name == "kcore":
+                if args.profile:
+                    profile_path = tempfile.mktemp(suffix=".prof", prefix="kcore-bench-")
+                brokers[name] = KcoreBroker(profile_path)
+            else:
+                brokers[name] = TansuBroker()
+            brokers[name].start()
+        # Both brokers run for the whole bench; each case is run `repeat` times, alternating
+        # the brokers, and the median run counts: load from elsewhere on the machine then hits
+        # both alike, and one stalled run does not decide a case.
+        for case in cases:
+            n = records_for(case.size, budget, cap)
+            runs: dict[str, list[Result]] = {name: [] for name in names}
+            for _ in range(repeat):
+                for name in names:
+                    runs[name].append(run_case(brokers[name], case, n))
+            for name in names:
+                r = results[name][case.key] = median_result(runs[name])
+                spread = ""
+                if repeat > 1:
+                    lo = min(x.produce_mbs() for x in runs[name])
+                    hi = max(x.produce_mbs() for x in runs[name])
+                    clo = min(x.consume_mbs() for x in runs[name])
+                    chi = max(x.consume_mbs() for x in runs[name])
+                    spread = (
+                        f"  (of {repeat}: produce {lo:.0f}-{hi:.0f}, consume {clo:.0f}-{chi:.0f})"
+                    )
                 print(
                     f"{name:5} {case.key:16} {n:7d} rec  produce {r.produce_rps():10,.0f} rec/s "
                     f"{r.produce_mbs():7.1f} MB/s  consume {r.consume_rps():10,.0f} rec/s "
-                    f"{r.consume_mbs():7.1f} MB/s",
+                    f"{r.consume_mbs():7.1f} MB/s{spread}",
                     flush=True,
                 )
-            if not args.profile:
-                lat[name] = latency(broker, args.rate, lat_seconds)
+        if not args.profile:
+            for name in names:
+                lat[name] = latency(brokers[name], args.rate, lat_seconds)
                 p50, p99, count = lat[name]
                 print(
                     f"{name:5} latency 1 KiB acks=all @ {args.rate}/s: p50 {p50:.2f} ms, "
                     f"p99 {p99:.2f} ms ({count} records)",
                     flush=True,
                 )
-        except BaseException:
-            print(broker.output_tail(), file=sys.stderr)
-            raise
-        finally:
+    except BaseException:
+        for broker in brokers.values():
+            print(f"--- {broker.name} output:\n{broker.output_tail()}", file=sys.stderr)
+        raise
+    finally:
+        for broker in brokers.values():
             broker.stop()
 
     if len(names) == 2:

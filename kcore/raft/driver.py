@@ -38,8 +38,22 @@ so nothing interleaves with it:
 * ``LogTruncated``: :meth:`wait_for_commit` calls for removed entries raise ``NotLeaderError``;
 * ``ShutdownComplete``: the loop ends and :meth:`run` returns.
 
-I/O in the loop (appends, fsyncs, the quorum-state file) is synchronous, as in Kafka's single
-Raft thread: the metadata log is small and an fsync of a few KiB takes milliseconds.
+Appends and the quorum-state file are written synchronously, as in Kafka's single Raft thread.
+The metadata log's fsyncs are not: on a broker under produce load one takes 50-140 ms (the
+filesystem commits its journal with the page cache full of partition data), and this loop shares
+the event loop with every client connection. So on the hot path — a proposal at the leader, i.e.
+every controller write — the log runs with ``defer_flush`` (:mod:`kcore.raft.disk_log`): the
+core's ``flush()`` only marks the log, and the loop, after its next ``poll`` and *before
+executing its outputs*, fsyncs in a worker thread. Elsewhere the core flushes synchronously
+inside its call, as before: a follower's fetched entries (it applies them in the same step,
+which a broker answering a forwarded CreateTopics relies on), elections and snapshots. While
+that flush is in flight the core is not called, except to append a proposal (which only adds
+outputs for the next poll, so proposals made meanwhile share the next fsync): :meth:`handle` and
+:meth:`begin_shutdown` wait for it, and responses from the peers are queued and given to the
+core right after it. Hence the order of the synchronous design holds: the outputs of a poll only
+ever concern entries appended before the flush that precedes them, so every entry is durable
+before this node acknowledges it to a peer, counts it toward the high watermark anyone sees, or
+hands it to a commit listener; and :meth:`propose` returns once its entries are durable.
 
 A :class:`~kcore.raft.errors.RaftInvariantError` from the core ends :meth:`run` with that
 error, whichever task met it: continuing could lose committed metadata.
@@ -206,6 +220,12 @@ class RaftDriver:
         self._applied = 0  # committed entries below this were given to the commit listeners
         self._pending_leader: tuple[LeaderAndEpoch, int] | None = None
         self._told_leader: LeaderAndEpoch | None = None
+        # The deferred fsync of the log (see the module docstring).
+        self._flushing = False
+        self._flush_done = trio.Event()  # replaced after each flush; set when it ends
+        self._flushes_begun = 0
+        self._flushes_done = 0
+        self._queued_calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
 
     @classmethod
     def from_properties(
@@ -342,6 +362,7 @@ class RaftDriver:
 
     def _close(self) -> None:
         self._running = False
+        self._flush_done.set()  # nobody waits for a flush that will not come
         error = KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the metadata quorum is stopped")
         for waiter in self._responses.values():
             waiter.error = error
@@ -364,6 +385,9 @@ class RaftDriver:
         """
         if not self._running:
             return
+        await self._core_idle()
+        if not self._running:
+            return
         self._call(self.core.begin_shutdown, self._now(), int(timeout * 1000))
         with trio.move_on_after(timeout + 0.5):
             await self._stopped.wait()
@@ -383,11 +407,57 @@ class RaftDriver:
             if self._fatal is not None:
                 raise self._fatal
             poll = core.poll(self._now())
+            await self._make_durable()
             if self._execute(poll.outputs):
                 log.info("raft: node %d left the quorum", self.node_id)
                 return
+            self._run_queued_calls()
+            if self._fatal is not None:
+                raise self._fatal
             with trio.move_on_at(poll.deadline / 1000):
                 await self._wake.wait()
+
+    async def _make_durable(self) -> None:
+        """fsync what the core appended (or truncated) so far, in a worker thread. Until it is
+        done the core is not called (see the module docstring)."""
+        job = self.log.begin_flush()
+        if job is None:
+            return
+        self._flushing = True
+        self._flushes_begun += 1
+        try:
+            # Not abandoned on cancellation: a shutdown waits for the fsync to finish.
+            await trio.to_thread.run_sync(job.run)
+            self.log.finish_flush(job)
+            self._flushes_done = self._flushes_begun
+        finally:
+            self._flushing = False
+            done, self._flush_done = self._flush_done, trio.Event()
+            done.set()
+
+    async def _core_idle(self) -> None:
+        """Wait until no flush is in flight (the core may then be called)."""
+        while self._flushing:
+            await self._flush_done.wait()
+
+    async def _durable(self) -> None:
+        """Wait until everything appended so far is durable (a flush begun from now on covers
+        it; the loop begins one as soon as it runs)."""
+        target = self._flushes_begun + 1
+        while self._flushes_done < target and (self.log.flush_pending or self._flushing):
+            if not self._running:
+                return
+            self._wakeup()
+            await self._flush_done.wait()
+
+    def _run_queued_calls(self) -> None:
+        """Give the core what the peers answered while a flush was in flight, in order."""
+        while self._queued_calls and not self._flushing:
+            fn, args = self._queued_calls.pop(0)
+            try:
+                fn(*args)
+            except RaftInvariantError:
+                return  # _call recorded it: the loop raises it
 
     def _execute(self, outputs) -> bool:
         """Carry out a poll's outputs in order; True once shutdown is complete."""
@@ -429,11 +499,41 @@ class RaftDriver:
 
     def _on_response(self, source: int, request_id: int, response: Message) -> None:
         if self._running:
-            self._call(self.core.handle_response, source, request_id, response, self._now())
+            self._call_or_queue(self._handle_response, source, request_id, response)
 
     def _on_failure(self, destination: int, request_id: int) -> None:
         if self._running:
-            self._call(self.core.handle_request_failure, destination, request_id, self._now())
+            self._call_or_queue(self._handle_failure, destination, request_id)
+
+    def _handle_response(self, source: int, request_id: int, response: Message) -> None:
+        # A follower appends what it fetched here and flushes synchronously, as before: it then
+        # hands the newly committed entries to its listeners in the same step, and a broker
+        # answering a forwarded CreateTopics relies on having applied them by then.
+        self._call(self.core.handle_response, source, request_id, response, self._now())
+
+    def _handle_failure(self, destination: int, request_id: int) -> None:
+        self._call(self.core.handle_request_failure, destination, request_id, self._now())
+
+    def _call_deferring_flush(self, fn, *args):
+        """Call the core with the log's fsync left to :meth:`_make_durable` (the hot path:
+        proposals at the leader, one per controller write). Elsewhere (a follower's fetched
+        entries, elections, snapshots) the core flushes synchronously, as before: a follower
+        applies what it fetched in the same step, and leadership and its announcement change
+        together."""
+        log_ = self.log
+        log_.defer_flush = True
+        try:
+            return self._call(fn, *args)
+        finally:
+            log_.defer_flush = False
+
+    def _call_or_queue(self, fn, *args) -> None:
+        """Call now, or once the flush in flight is done (the transport's callbacks are
+        synchronous: they cannot wait for it)."""
+        if self._flushing or self._queued_calls:
+            self._queued_calls.append((fn, args))
+        else:
+            fn(*args)
 
     # -- state machine events ----------------------------------------------------------------
 
@@ -539,7 +639,13 @@ class RaftDriver:
         await trio.lowlevel.checkpoint()
         if not self._running:
             raise NotLeaderError("the metadata quorum is not running", self.leader_and_epoch)
-        return self._call(self.core.propose, values, self._now())
+        # Not held back by a flush in flight (group commit: the next flush covers this batch
+        # and any other appended meanwhile). Safe, unlike other core calls then: appending at
+        # the leader changes nothing in the outputs waiting for that flush, it only adds new
+        # ones, which wait for the next.
+        offsets = self._call_deferring_flush(self.core.propose, values, self._now())
+        await self._durable()
+        return offsets
 
     async def wait_for_commit(self, offset: int, timeout: float | None = None) -> None:
         """Wait until the entry at ``offset`` is committed and given to the commit listeners.
@@ -599,6 +705,7 @@ class RaftDriver:
             KafkaError: BROKER_NOT_AVAILABLE when the quorum is not running (the network layer
                 answers with that code), INVALID_REQUEST for a body that is no Raft request.
         """
+        await self._core_idle()
         if not self._running:
             await trio.lowlevel.checkpoint()
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the metadata quorum is not running")
