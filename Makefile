@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -41,7 +41,7 @@ format: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -q -m slow --run-slow
 
-bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group
+bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn
 
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
@@ -63,6 +63,10 @@ bench-broker: $(STAMP)
 # Classic consumer groups: rebalance time and offset commits/s with confluent-kafka consumers.
 bench-group: $(STAMP)
 	$(PY) bench/group_bench.py
+
+# Transactions: small transactions/s with one producer; idempotent vs plain produce throughput.
+bench-txn: $(STAMP)
+	$(PY) bench/txn_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

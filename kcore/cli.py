@@ -23,6 +23,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "list, describe, reset offsets of and delete consumer groups",
     ),
+    "transactions": (
+        "transactions",
+        "main",
+        "list and describe transactions, find and abort hanging ones",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }

@@ -9,6 +9,8 @@ operator tools and the tests.
   offsets, raw fetch and produce, ApiVersions.
 * :mod:`kcore.client.groups` — consumer-group helpers that go to the group's coordinator:
   FindCoordinator, list/describe/delete groups, fetch/commit/delete offsets.
+* :mod:`kcore.client.transactions` — list/describe transactions (each id at its coordinator),
+  describe producers (at the partition leader), abort a hanging transaction (WriteTxnMarkers).
 * :mod:`kcore.client.errors` — the client's exceptions and response error-code helpers.
 """
 

@@ -10,7 +10,10 @@ Theory of operation
    replica-manager changes (partitions created, led, followed, deleted) and config reloads;
 3. on controller nodes, the **controller service**, active while this node leads the quorum;
    then the **group coordinator** shell (:mod:`kcore.server.group_coordinator`), which loads the
-   groups of the ``__consumer_offsets`` partitions this broker leads after every metadata change;
+   groups of the ``__consumer_offsets`` partitions this broker leads after every metadata change,
+   and the **transaction coordinator** shell (:mod:`kcore.server.transaction_coordinator`), the
+   same for ``__transaction_state``, which also holds this broker's producer ids and writes the
+   COMMIT/ABORT markers;
 4. the **listeners** (:class:`~kcore.server.network.KafkaServer`), broker listeners serving the
    client APIs and controller listeners the Raft and controller APIs;
 5. the **broker lifecycle**: registration with the controller, then heartbeats every
@@ -23,7 +26,8 @@ cleanly (producer snapshots, trimmed indexes, checkpoints, the clean-shutdown ma
 start scans nothing. A plain cancellation skips the draining but still closes the logs.
 
 Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
-``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``, ``internal_topics``,
+``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``,
+``transaction_coordinator``, ``internal_topics``,
 :meth:`controller_call`, ...
 """
 
@@ -56,12 +60,12 @@ from kcore.server.controller_service import ControllerService
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
 from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
-from kcore.server.handlers.producer_ids import ProducerIdManager
 from kcore.server.internal_topics import InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
+from kcore.server.transaction_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +141,14 @@ class KafkaBroker:
                 idle_timeout_s=config.connections_max_idle_ms / 1000,
             ),
         )
-        self.producer_ids = ProducerIdManager(self)
         self.internal_topics = InternalTopics(self)
         self.group_coordinator = GroupCoordinatorService(self)
+        self.transaction_coordinator = TransactionCoordinatorService(self)
+        # TxnOffsetCommit only for a group whose offsets partition joined the transaction
+        # (transaction.partition.verification.enable, Kafka's default: on).
+        self.group_coordinator.verify_txn_offset_commit = (
+            self.transaction_coordinator.verify_txn_offset_commit
+        )
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
         self._only_voter = [v.id for v in config.controller_quorum_voters] == [self.node_id]
@@ -272,6 +281,7 @@ class KafkaBroker:
                     now,
                 )
             self.group_coordinator.leadership_changed()
+            self.transaction_coordinator.leadership_changed()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -313,6 +323,7 @@ class KafkaBroker:
                 if self.controller_service is not None:
                     await nursery.start(self.controller_service.run)
                 await nursery.start(self.group_coordinator.run)
+                await nursery.start(self.transaction_coordinator.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)

@@ -6,7 +6,9 @@ The pure :class:`~kcore.coordinator.group.coordinator.GroupCoordinator` decides 
 groups; this shell gives it what it cannot have by itself:
 
 * **a log.** The core persists state by calling ``append(partition, records)``; the shell
-  encodes them (:mod:`kcore.coordinator.group.records`), builds one uncompressed batch and
+  encodes them (:mod:`kcore.coordinator.group.records`), builds one uncompressed batch (for
+  TxnOffsetCommit a transactional batch of the producer: its id and epoch, base sequence 0, as
+  Kafka's coordinators write; the log checks no sequence for a COORDINATOR append) and
   appends it to ``__consumer_offsets-<partition>`` through the replica manager, synchronously,
   so the core sees the outcome (and a refused write) at once. A response that depended on a
   write is sent only once the partition's high watermark covers it (``acks=all``): a commit a
@@ -16,8 +18,10 @@ groups; this shell gives it what it cannot have by itself:
   shell compares the ``__consumer_offsets`` partitions this node leads (and at which leader
   epoch) with those the core owns: new ones are loaded in the background — the core answers
   COORDINATOR_LOAD_IN_PROGRESS for their groups meanwhile — by replaying the partition's log
-  from its start to its end; lost ones are unloaded at once (waiting requests get
-  NOT_COORDINATOR).
+  from its start to its end (the end as it is when the replay gets there: a transaction marker
+  written meanwhile is replayed too); records of transactional batches are replayed as pending
+  offsets of their producer and COMMIT/ABORT markers complete them. Lost partitions are
+  unloaded at once (waiting requests get NOT_COORDINATOR).
 * **a clock.** One task sleeps until the core's next deadline (session expiries, rebalance
   timeouts, the initial rebalance delay, offset expiry) and calls ``tick``; every request wakes it
   because a request can move the next deadline earlier.
@@ -30,7 +34,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -41,6 +45,7 @@ from kcore.log.partition_log import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import iter_batches
+from kcore.record.control import ControlRecordType, read_control_record
 from kcore.record.records import RecordBatchBuilder
 from kcore.server.internal_topics import CONSUMER_OFFSETS
 
@@ -79,6 +84,9 @@ class GroupCoordinatorService:
         self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
         self._written: list[tuple[int, int]] | None = None  # appends of the running call()
         self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
+        # Set by the transactions code: async (TxnOffsetCommitRequest, version) -> ErrorCode,
+        # KIP-890's check that the offsets partition is in the producer's transaction.
+        self.verify_txn_offset_commit: Callable[[Any, int], Awaitable[ErrorCode]] | None = None
 
     # -- what the handlers use ----------------------------------------------------------------
 
@@ -118,12 +126,32 @@ class GroupCoordinatorService:
 
     # -- the log ------------------------------------------------------------------------------
 
-    def _append(self, partition: int, records: list) -> None:
-        """The core's ``append``: one batch, synchronously; KafkaError when refused."""
+    def _append(
+        self,
+        partition: int,
+        records: list,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional: bool = False,
+    ) -> None:
+        """The core's ``append``: one batch, synchronously; KafkaError when refused.
+
+        A transactional batch carries the producer's id and epoch and base sequence 0 (Kafka's
+        coordinators write 0; the log validates no sequence for a COORDINATOR append, and the
+        batch opens the producer's transaction in this partition until its marker)."""
         if not records:
             return
         now = now_ms()
-        builder = RecordBatchBuilder()
+        if transactional:
+            builder = RecordBatchBuilder(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=0,
+                is_transactional=True,
+            )
+        else:
+            builder = RecordBatchBuilder()
         for record in records:
             key, value = group_records.encode(record)
             builder.append(now, key, value)
@@ -203,24 +231,18 @@ class GroupCoordinatorService:
             return
         plog = partition.log
         offset = plog.log_start_offset
-        end = plog.log_end_offset
         count = 0
-        while offset < end:
+        # Up to the log end as it is now, not as it was when loading started: WriteTxnMarkers
+        # may append a marker meanwhile (the core leaves it to us while loading). Nothing runs
+        # between the last check and finish_loading.
+        while offset < plog.log_end_offset:
             data = plog.read(offset, LOAD_READ_BYTES, FetchIsolation.LOG_END)
             if not data.records:
                 break
             for file_slice in data.records:
                 for batch in iter_batches(file_slice.read()):
                     offset = batch.last_offset + 1
-                    # Control batches carry no group state; transactional offset commits wait
-                    # for their markers (the transactions issue replays them).
-                    if batch.is_control or batch.is_transactional:
-                        continue
-                    for record in batch.records():
-                        decoded = group_records.decode(record.key, record.value)
-                        if decoded is not None:
-                            self.core.replay(index, decoded)
-                            count += 1
+                    count += self._replay_batch(index, batch)
             await trio.sleep(0)  # other requests run between chunks
             if self._led.get(index) != epoch:
                 return  # leadership moved while loading; unload already happened
@@ -233,6 +255,27 @@ class GroupCoordinatorService:
             count,
             (time.monotonic() - started) * 1000,
         )
+
+    def _replay_batch(self, index: int, batch) -> int:
+        """Replay one batch of ``__consumer_offsets-<index>``; returns the records replayed."""
+        if batch.is_control:
+            control = read_control_record(batch)
+            if control is not None and control.is_transaction_marker:
+                commit = control.type is ControlRecordType.COMMIT
+                self.core.replay_marker(index, batch.producer_id, commit)
+                return 1
+            return 0
+        count = 0
+        for record in batch.records():
+            decoded = group_records.decode(record.key, record.value)
+            if decoded is None:
+                continue
+            if batch.is_transactional:
+                self.core.replay_transactional(index, batch.producer_id, decoded)
+            else:
+                self.core.replay(index, decoded)
+            count += 1
+        return count
 
     # -- the clock ----------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 ids, request builders and a helper that forms a Stable group.
 
 Every record ``append`` receives goes through the real byte format (encode, decode) before it
-is stored, so replaying ``Bench.appended`` is replaying what a log would hold.
+is stored, so replaying ``Bench.log`` is replaying what a log would hold. ``Bench.appended`` holds
+the plain (non-transactional) records; ``Bench.log`` everything in order: ``(partition, producer
+id or -1, record)`` and, for transaction markers, ``(partition, producer id, COMMIT/ABORT)``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
+COMMIT, ABORT = "COMMIT", "ABORT"  # transaction markers in Bench.log
 TEST_CONFIG = GroupConfig(
     offsets_topic_partitions=4,
     initial_rebalance_delay_ms=0,
@@ -51,6 +54,7 @@ class Bench:
     def __init__(self, config: GroupConfig = TEST_CONFIG, *, own: bool = True) -> None:
         self.config = config
         self.appended: list[tuple[int, object]] = []
+        self.log: list[tuple[int, int, object]] = []
         self.fail_with: ErrorCode | None = None
         self._ids = 0
         self.coord = GroupCoordinator(config, self.append, member_id_factory=self.new_id)
@@ -59,14 +63,30 @@ class Bench:
                 self.coord.begin_loading(p)
                 self.coord.finish_loading(p, 0)
 
-    def append(self, partition: int, records: list) -> None:
+    def append(
+        self,
+        partition: int,
+        records: list,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional: bool = False,
+    ) -> None:
         if self.fail_with is not None:
             raise KafkaError(self.fail_with)
+        assert transactional == (producer_id != -1), (transactional, producer_id)
         for record in records:
             key, value = rec.encode(record)
             decoded = rec.decode(key, value)
             assert decoded == record, (decoded, record)
-            self.appended.append((partition, decoded))
+            if not transactional:
+                self.appended.append((partition, decoded))
+            self.log.append((partition, producer_id, decoded))
+
+    def end_txn(self, partition: int, producer_id: int, commit: bool, *, epoch=0, now=0) -> None:
+        """What WriteTxnMarkers does: the marker goes to the log, then the core is told."""
+        self.log.append((partition, producer_id, COMMIT if commit else ABORT))
+        self.coord.complete_transaction(partition, producer_id, epoch, commit, now)
 
     def new_id(self, prefix: str) -> str:
         self._ids += 1
@@ -202,7 +222,51 @@ class Bench:
             for p in t.partitions
         }
 
-    def fetch(self, group, wanted=None, *, now=0, version=7):
+    def txn_commit(
+        self,
+        group,
+        offsets: dict[tuple[str, int], int],
+        *,
+        producer_id=1000,
+        producer_epoch=0,
+        member_id="",
+        generation=-1,
+        instance_id=None,
+        now=0,
+        version=3,
+        metadata: str | None = "",
+    ) -> dict[tuple[str, int], ErrorCode]:
+        by_topic: dict[str, list] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                    partition_index=partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=3,
+                    committed_metadata=metadata,
+                )
+            )
+        req = m.TxnOffsetCommitRequest(
+            transactional_id=f"txn-{producer_id}",
+            group_id=group,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            generation_id=generation,
+            member_id=member_id,
+            group_instance_id=instance_id,
+            topics=[
+                m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )
+        resp = self.coord.txn_commit_offsets(req, version, now)
+        return {
+            (t.name, p.partition_index): ErrorCode(p.error_code)
+            for t in resp.topics
+            for p in t.partitions
+        }
+
+    def fetch(self, group, wanted=None, *, now=0, version=7, require_stable=False):
         """``wanted``: {topic: [partitions]} or None for all. Returns (error, {tp: partition})."""
         topics = None
         if wanted is not None:
@@ -210,7 +274,7 @@ class Bench:
                 m.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
                 for t, ps in wanted.items()
             ]
-        req = m.OffsetFetchRequest(group_id=group, topics=topics)
+        req = m.OffsetFetchRequest(group_id=group, topics=topics, require_stable=require_stable)
         resp = self.coord.fetch_offsets(req, version, now)
         parts = {(t.name, p.partition_index): p for t in resp.topics for p in t.partitions}
         return ErrorCode(resp.error_code), parts
@@ -259,14 +323,34 @@ class Bench:
 def replayed(bench: Bench, config: GroupConfig | None = None) -> GroupCoordinator:
     """A fresh coordinator that loaded everything ``bench`` appended."""
     config = config or bench.config
-    fresh = GroupCoordinator(config, lambda p, r: None)
+    fresh = GroupCoordinator(config, lambda p, r, **kw: None)
     for p in range(config.offsets_topic_partitions):
         fresh.begin_loading(p)
-    for p, record in bench.appended:
-        fresh.replay(p, record)
-    for p in range(config.offsets_topic_partitions):
+        replay_log(fresh, p, bench.log)
         fresh.finish_loading(p, 0)
     return fresh
+
+
+def replay_log(coord: GroupCoordinator, partition: int, log: list) -> None:
+    """Replay into a loading ``partition`` what ``log`` (a ``Bench.log``) holds for it."""
+    for p, producer_id, item in log:
+        if p != partition:
+            continue
+        if item in (COMMIT, ABORT):
+            coord.replay_marker(p, producer_id, item == COMMIT)
+        elif producer_id != -1:
+            coord.replay_transactional(p, producer_id, item)
+        else:
+            coord.replay(p, item)
+
+
+def pending_of(coord: GroupCoordinator) -> dict:
+    """Every pending transactional offset: {(partition, producer id): {(g, t, p): offset}}."""
+    return {
+        (partition, pid): dict(offsets)
+        for partition, txn in coord._txn.items()
+        for pid, offsets in txn.by_producer.items()
+    }
 
 
 def groups_of(coord: GroupCoordinator) -> dict:

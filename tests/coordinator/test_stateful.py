@@ -4,8 +4,9 @@ the partition is unloaded and reloaded; invariants are checked after every step.
 Invariants: every group is in a state of the table; a Stable group's members and assignments
 are exactly the last GroupMetadata record; the leader is a member; the generation never goes
 back (while the group stays loaded); no JoinGroup/SyncGroup is answered twice, and every one is
-answered in the end; replaying everything appended rebuilds the committed offsets and the
-persisted groups.
+answered in the end; replaying everything appended (transactional batches and their markers
+included) rebuilds the committed offsets, the pending transactional offsets and the persisted
+groups.
 """
 
 from dataclasses import replace
@@ -17,7 +18,16 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kcore.coordinator.group.group import GroupState
 from kcore.protocol.errors import ErrorCode
 
-from .harness import TEST_CONFIG, Bench, Box, groups_of, persisted_view, replayed
+from .harness import (
+    TEST_CONFIG,
+    Bench,
+    Box,
+    groups_of,
+    pending_of,
+    persisted_view,
+    replay_log,
+    replayed,
+)
 
 E = ErrorCode
 CONFIG = replace(TEST_CONFIG, initial_rebalance_delay_ms=500)
@@ -161,6 +171,23 @@ class GroupMachine(RuleBasedStateMachine):
     def simple_commit(self, partition, offset):
         self.bench.commit("s", {("u", partition): offset}, now=self.now)
 
+    @rule(
+        producer=st.integers(1, 2),
+        group=st.sampled_from(["g", "s"]),
+        partition=st.integers(0, 2),
+        offset=st.integers(0, 99),
+    )
+    def txn_commit(self, producer, group, partition, offset):
+        topic = "t" if group == "g" else "u"
+        self.bench.txn_commit(group, {(topic, partition): offset}, producer_id=producer)
+
+    @rule(producer=st.integers(1, 2), commit=st.booleans())
+    def end_txn(self, producer, commit):
+        # Both groups' markers, as the transaction coordinator writes one per partition.
+        coord = self.bench.coord
+        for p in sorted({coord.partition_for("g"), coord.partition_for("s")}):
+            self.bench.end_txn(p, producer, commit, now=self.now)
+
     @rule(ms=st.sampled_from([1, 100, 499, 500, 1000, 2500, 5000, 8000, 20_000, 200_000]))
     def advance(self, ms):
         self.now += ms
@@ -173,9 +200,7 @@ class GroupMachine(RuleBasedStateMachine):
         for p in range(CONFIG.offsets_topic_partitions):
             coord.unload(p)
             coord.begin_loading(p)
-            for part, record in self.bench.appended:
-                if part == p:
-                    coord.replay(p, record)
+            replay_log(coord, p, self.bench.log)
             coord.finish_loading(p, self.now)
         self.max_generation.clear()
         self._absorb()
@@ -209,7 +234,9 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def replay_rebuilds_persisted_state(self):
         live = groups_of(self.bench.coord)
-        fresh = groups_of(replayed(self.bench))
+        rebuilt = replayed(self.bench)
+        assert pending_of(rebuilt) == pending_of(self.bench.coord)
+        fresh = groups_of(rebuilt)
         assert set(fresh) <= set(live)
         for gid, group in live.items():
             if gid not in fresh:

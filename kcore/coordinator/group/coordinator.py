@@ -9,8 +9,9 @@ log order, ``finish_loading`` (groups are served; loaded members' sessions start
 ``unload`` when leadership moves (groups dropped, parked requests answered NOT_COORDINATOR).
 Any group whose partition is neither loading nor owned answers NOT_COORDINATOR.
 
-State changes that must survive a restart go through ``append(partition, records)``, called
-synchronously *before* memory changes; it raises :class:`KafkaError` when the write fails, and
+State changes that must survive a restart go through ``append(partition, records)`` (with
+``producer_id``, ``producer_epoch`` and ``transactional=True`` for TxnOffsetCommit's
+transactional batch), called synchronously *before* memory changes; it raises :class:`KafkaError` when the write fails, and
 the error is mapped as Kafka maps log errors to coordinator errors (NOT_COORDINATOR,
 COORDINATOR_NOT_AVAILABLE, INVALID_COMMIT_OFFSET_SIZE / UNKNOWN_SERVER_ERROR for oversized
 writes), with memory left as it was. Offsets and tombstones written live are applied by the
@@ -22,9 +23,9 @@ partition; ``tick(now)`` fires every deadline that has passed, in deadline order
 its own deadline's time (as a timer wheel that never runs late would), and
 ``next_deadline_ms()`` says when to call it next.
 
-The request handlers live in two mixins: :mod:`.membership` (JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup and the rebalance) and :mod:`.offsets` (OffsetCommit, OffsetFetch, OffsetDelete and
-expiration). This module holds ownership, the group-level admin APIs and the clock.
+The request handlers live in three mixins: :mod:`.membership` (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup and the rebalance), :mod:`.offsets` (OffsetCommit, OffsetFetch, OffsetDelete and
+expiration) and :mod:`.txn_offsets` (TxnOffsetCommit, transaction markers, pending offsets). This module holds ownership, the group-level admin APIs and the clock.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kcore.coordinator.group import records as rec
 from kcore.coordinator.group.group import ClassicGroup, CommittedOffset, GroupState
 from kcore.coordinator.group.membership import MembershipMixin
 from kcore.coordinator.group.offsets import OffsetsMixin
+from kcore.coordinator.group.txn_offsets import PendingTxnOffsets, TxnOffsetsMixin
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -47,7 +49,11 @@ E = ErrorCode
 S = GroupState
 
 Respond = Callable[[Any], None]
-Append = Callable[[int, list], None]  # (offsets-topic partition, records); raises KafkaError
+# append(offsets-topic partition, records, *, producer_id=-1, producer_epoch=-1,
+# transactional=False): one batch, synchronously; raises KafkaError. Plain writes pass only the
+# first two arguments, so a two-argument function serves a coordinator that never sees
+# TxnOffsetCommit.
+Append = Callable[..., None]
 
 # DescribeGroups' AuthorizedOperations when the client did not ask for them (Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -86,11 +92,11 @@ def _default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(MembershipMixin, OffsetsMixin):
+class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
     """The classic group coordinator of one broker (all its ``__consumer_offsets`` partitions).
 
-    ``append(partition, records)`` persists records (see :mod:`.records`) or raises
-    ``KafkaError``. ``member_id_factory(prefix)`` makes a new member id; the prefix is the
+    ``append(partition, records, *, producer_id=-1, producer_epoch=-1, transactional=False)``
+    persists records (see :mod:`.records`) as one batch or raises ``KafkaError``. ``member_id_factory(prefix)`` makes a new member id; the prefix is the
     client id, or the group.instance.id for a static member (as Kafka). Not thread-safe: the
     shell calls it from one task.
     """
@@ -111,6 +117,9 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         self._owned: set[int] = set()
         self._expiry_deadline: dict[int, int] = {}  # owned partition -> next offsets expiration
         self._partition_cache: dict[str, int] = {}
+        # Offsets of open transactions, per partition being loaded or owned (.txn_offsets).
+        self._txn: dict[int, PendingTxnOffsets] = {}
+        self._record_order = 0  # bumped per offset record applied: see CommittedOffset
 
     def partition_for(self, group_id: str) -> int:
         """The ``__consumer_offsets`` partition of ``group_id``."""
@@ -131,6 +140,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         if partition in self._partitions:
             self.unload(partition)
         self._partitions[partition] = {}
+        self._txn[partition] = PendingTxnOffsets()
         self._loading.add(partition)
 
     def replay(self, partition: int, record) -> None:
@@ -159,6 +169,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         """Leadership of ``partition`` moved: drop its groups; every parked JoinGroup and
         SyncGroup is answered NOT_COORDINATOR so the clients look for the new coordinator."""
         groups = self._partitions.pop(partition, {})
+        self._txn.pop(partition, None)
         self._loading.discard(partition)
         self._owned.discard(partition)
         self._expiry_deadline.pop(partition, None)
@@ -189,11 +200,16 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
                 metadata=record.metadata,
                 commit_timestamp_ms=record.commit_timestamp,
                 expire_timestamp_ms=record.expire_timestamp,
+                record_order=self._next_record_order(),
             )
         elif isinstance(record, rec.OffsetTombstone):
             group = groups.get(record.group)
             if group is not None:
                 group.offsets.pop((record.topic, record.partition), None)
+            # The tombstone deletes the partition's pending transactional offsets too (Kafka).
+            txn = self._txn.get(self.partition_for(record.group))
+            if txn is not None:
+                txn.discard(record.group, (record.topic, record.partition))
         elif isinstance(record, rec.GroupMetadataRecord):
             old = groups.get(record.group)
             groups[record.group] = ClassicGroup.from_metadata(
@@ -205,6 +221,10 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
                 group.transition_to(S.DEAD, now_ms)
         else:
             raise TypeError(f"not a __consumer_offsets record: {record!r}")
+
+    def _next_record_order(self) -> int:
+        self._record_order += 1
+        return self._record_order
 
     def _append_group(self, group: ClassicGroup, record) -> None:
         self._append(self.partition_for(group.group_id), [record])
@@ -330,9 +350,17 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         for partition, group_ids in batches.items():
             groups = self._partitions[partition]
             records: list = []
+            txn = self._txn[partition]
             for group_id in group_ids:
                 group = groups[group_id]
                 records += [rec.OffsetTombstone(group_id, t, p) for t, p in sorted(group.offsets)]
+                # Partitions with only a pending transactional offset get a tombstone too, so
+                # the transaction's commit cannot bring the deleted group's offsets back.
+                records += [
+                    rec.OffsetTombstone(group_id, t, p)
+                    for t, p in txn.partitions_of(group_id)
+                    if (t, p) not in group.offsets
+                ]
                 records.append(rec.GroupTombstone(group_id))
             try:
                 self._append(partition, records)

@@ -81,6 +81,11 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int = -1  # -1: expires by group emptiness (KIP-211), not explicitly
+    # Where the offset's record stands in its partition's log, relative to the other offset
+    # records (a counter the coordinator keeps, not the log offset; -1 unknown). A committed
+    # transaction's offsets replace a committed offset only if written after it (Kafka compares
+    # record offsets). Not part of equality: it says when, not what.
+    record_order: int = field(default=-1, compare=False)
 
 
 # A parked JoinGroup/SyncGroup: the response callback and the request's API version, which the

@@ -44,9 +44,15 @@ S = GroupState
 
 
 def validate_offset_commit(
-    group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int
+    group: ClassicGroup,
+    member_id: str,
+    instance_id: str | None,
+    generation_id: int,
+    *,
+    transactional: bool = False,
 ) -> ErrorCode:
-    """Kafka's ClassicGroup.validateOffsetCommit for a (non-transactional) OffsetCommit."""
+    """Kafka's ClassicGroup.validateOffsetCommit for an OffsetCommit, or a TxnOffsetCommit
+    (``transactional``: one without member id and generation is accepted in any state)."""
     if group.is_in(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
     if generation_id < 0 and group.is_in(S.EMPTY):
@@ -57,7 +63,7 @@ def validate_offset_commit(
             return error
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
-    elif not group.is_in(S.EMPTY):
+    elif not transactional and not group.is_in(S.EMPTY):
         return E.UNKNOWN_MEMBER_ID
     if group.is_in(S.COMPLETING_REBALANCE):
         return E.REBALANCE_IN_PROGRESS
@@ -160,11 +166,6 @@ class OffsetsMixin:
         return response()
 
     # ---- OffsetFetch -----------------------------------------------------------------------------
-
-    def pending_transactional_offsets(self, group_id: str, topic: str, partition: int) -> bool:
-        """Whether a transaction holds an uncommitted offset for this partition (KIP-447's
-        require_stable). kcore has no transactional offset commits yet: never."""
-        return False
 
     def fetch_offsets(self, req, version, now_ms) -> m.OffsetFetchResponse:
         """Handle OffsetFetch. v0-7 fetch one group (its error is top-level from v2, copied to
@@ -285,7 +286,11 @@ class OffsetsMixin:
                         partition_index=p.partition_index, error_code=int(code)
                     )
                 )
-                if not subscribed and (t.name, p.partition_index) in group.offsets:
+                # A tombstone also for a partition with only a pending transactional offset.
+                if not subscribed and (
+                    (t.name, p.partition_index) in group.offsets
+                    or self.pending_transactional_offsets(req.group_id, t.name, p.partition_index)
+                ):
                     records.append(OffsetTombstone(req.group_id, t.name, p.partition_index))
             topics.append(
                 m.OffsetDeleteResponse.OffsetDeleteResponseTopic(name=t.name, partitions=parts)
@@ -321,7 +326,12 @@ class OffsetsMixin:
                     records.append(OffsetTombstone(group_id, topic, p))
                 else:
                     all_expired = False
-            if all_expired and group.is_in(S.EMPTY):
+            # A group with pending transactional offsets stays (Kafka).
+            if (
+                all_expired
+                and group.is_in(S.EMPTY)
+                and not self._txn[partition].has_group(group_id)
+            ):
                 records.append(GroupTombstone(group_id))
         if not records:
             return

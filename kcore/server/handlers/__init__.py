@@ -12,8 +12,8 @@ from kcore.server.handlers import (
     metadata,
     offsets,
     produce,
-    producer_ids,
     topics,
+    transactions,
 )
 from kcore.server.registry import HandlerRegistry
 
@@ -25,7 +25,7 @@ FAMILIES = (
     metadata,
     topics,
     configs,
-    producer_ids,
+    transactions,
     log_dirs,
     find_coordinator,
     groups,

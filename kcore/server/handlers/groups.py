@@ -1,12 +1,18 @@
 """The classic group protocol and committed offsets, served by the group coordinator.
 
-JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups and OffsetDelete: each handler hands the request to the pure
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete: each handler hands the request to the pure
 coordinator through its Trio shell (:mod:`kcore.server.group_coordinator`), which decides, and
 answers once what the decision wrote to ``__consumer_offsets`` is durable. JoinGroup and
 SyncGroup may wait for the rest of the group (a rebalance). Versions are those Kafka 4.0
 advertises, plus JoinGroup v0-1 (KAFKA-19444: librdkafka with Kerberos needs them) and
 OffsetCommit/OffsetFetch up to 9 (v10 names topics by id, which Kafka 4.1 added).
+
+TxnOffsetCommit (0-5, as Kafka 4.0) may first be checked against the transaction coordinator:
+if the shell's ``verify_txn_offset_commit`` is set (an ``async (request, version) -> ErrorCode``
+the transactions code installs: is the group's ``__consumer_offsets`` partition in this
+producer's ongoing transaction, at this epoch? KIP-890's verification), a non-NONE answer fails
+every partition with it and nothing is written.
 """
 
 from __future__ import annotations
@@ -50,6 +56,17 @@ def register(registry: HandlerRegistry) -> None:
         svc = ctx.server.group_coordinator
         return await svc.call(lambda now: svc.core.commit_offsets(body, ctx.version, now))
 
+    @registry.register(28, 0, 5)
+    async def txn_offset_commit(ctx, body: m.TxnOffsetCommitRequest) -> m.TxnOffsetCommitResponse:
+        svc = ctx.server.group_coordinator
+        version = ctx.version
+        verify = getattr(svc, "verify_txn_offset_commit", None)
+        if verify is not None:
+            error = await verify(body, version)
+            if error:
+                return _txn_offset_commit_error(body, error)
+        return await svc.call(lambda now: svc.core.txn_commit_offsets(body, version, now))
+
     @registry.register(9, 1, 9)
     async def offset_fetch(ctx, body: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
         svc = ctx.server.group_coordinator
@@ -74,3 +91,22 @@ def register(registry: HandlerRegistry) -> None:
     async def offset_delete(ctx, body: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
         svc = ctx.server.group_coordinator
         return await svc.call(lambda now: svc.core.delete_offsets(body, ctx.version, now))
+
+
+def _txn_offset_commit_error(body: m.TxnOffsetCommitRequest, error) -> m.TxnOffsetCommitResponse:
+    """Every partition of the request answered ``error``."""
+    R = m.TxnOffsetCommitResponse
+    return R(
+        topics=[
+            R.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    R.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=int(error)
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ]
+    )

@@ -1,0 +1,676 @@
+"""The Trio shell of the transaction coordinator: its log, its partitions, its clock, its markers.
+
+Theory of operation
+-------------------
+The pure :class:`~kcore.coordinator.transaction.TransactionCoordinator` decides everything about
+transactions (its package docstring is the contract this shell keeps); the shell gives it:
+
+* **a log.** ``append(partition, entries)`` encodes the entries into one uncompressed batch and
+  appends it to ``__transaction_state-<partition>`` through the replica manager with
+  ``acks=all`` (the topic's ``min.insync.replicas`` applies), synchronously, so the core sees
+  a refused write at once. A response that depended on a write leaves only once the partition's
+  high watermark covers it; after :data:`APPEND_TIMEOUT_S` the client gets
+  COORDINATOR_NOT_AVAILABLE (what Kafka's coordinator makes of REQUEST_TIMED_OUT) and retries.
+  Markers of a decision are sent only once its PREPARE_X record is durable the same way.
+* **producer ids.** :class:`ProducerIdSupply` holds a block of ids from the controller
+  (AllocateProducerIds) and fetches the next one in the background when 90 % of the current
+  block is used, as Kafka's ``RPCProducerIdManager``; ``next_producer_id()`` never blocks and
+  raises COORDINATOR_LOAD_IN_PROGRESS (retriable) when no id is at hand.
+* **partitions.** After every metadata change the broker calls :meth:`leadership_changed`; newly
+  led ``__transaction_state`` partitions are loaded in the background with their leader epoch
+  as the coordinator epoch (their ids answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), lost ones
+  are unloaded at once. Loading replays the log from its start to its end; a transaction found
+  in PREPARE_COMMIT / PREPARE_ABORT gets its markers sent again and completes.
+* **a clock.** One task calls ``tick`` at the core's next deadline (timed-out transactions,
+  expired ids, retries) and, after every wake-up, drains the due marker work; every request
+  wakes it.
+* **markers.** Each drained :class:`~kcore.coordinator.transaction.MarkerRequest` is split by
+  the partitions' current leaders (the metadata image): this broker's share is written locally
+  (:func:`write_txn_markers`, the code the WriteTxnMarkers handler runs), another broker's is
+  sent to it as WriteTxnMarkers on its inter-broker listener. Outcomes go back through
+  ``markers_written``: a partition whose topic is gone counts as written (Kafka skips it), one
+  without a leader, a lost connection or a timeout is a retriable error, retried after
+  ``retry_backoff_ms``.
+
+The core is synchronous and every call to it happens between two checkpoints of this one Trio
+thread, so no lock is needed: an ``append`` never awaits.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import trio
+
+from kcore.client.cluster import KafkaClient
+from kcore.client.errors import ClientError
+from kcore.coordinator.transaction import (
+    TRANSACTION_STATE,
+    MarkerRequest,
+    TransactionConfig,
+    TransactionCoordinator,
+    decode,
+    encode,
+    errors_from_marker_result,
+)
+from kcore.log.partition_log import FetchIsolation
+from kcore.log.producer_state import AppendOrigin
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.record.batch import iter_batches
+from kcore.record.control import build_end_txn_marker_batch
+from kcore.record.records import RecordBatchBuilder
+from kcore.server.internal_topics import CONSUMER_OFFSETS, GROUP
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 1 << 20
+# Kafka bounds coordinator appends and inter-broker marker requests by request.timeout.ms
+# (30 s by default); kcore has no such broker key, so the default is used.
+APPEND_TIMEOUT_S = 30.0
+MARKER_REQUEST_TIMEOUT_S = 30.0
+# Kafka's RPCProducerIdManager prefetches the next block once 90 % of the current one is used.
+PREFETCH_AT_FRACTION = 0.9
+PRODUCER_ID_RETRY_S = 0.1
+
+_WTM = m.WriteTxnMarkersResponse
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def transaction_config(config) -> TransactionConfig:
+    """The core's settings from the broker's (Kafka's key names)."""
+    return TransactionConfig(
+        transaction_max_timeout_ms=config.value("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=config.value("transactional.id.expiration.ms"),
+        abort_timed_out_transactions_interval_ms=config.value(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ),
+        remove_expired_transactional_ids_interval_ms=config.value(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        ),
+        state_log_partitions=config.value("transaction.state.log.num.partitions"),
+    )
+
+
+# -- producer ids ------------------------------------------------------------------------------
+
+
+class ProducerIdSupply:
+    """Producer ids from controller-allocated blocks (AllocateProducerIds, recorded in the
+    metadata log as a ProducerIdsRecord, so no id is handed out twice, even across restarts).
+
+    :meth:`next_producer_id` is synchronous: it takes the next id of the current block, moves
+    to the prefetched block when the current one is used up, and otherwise raises
+    COORDINATOR_LOAD_IN_PROGRESS and asks :meth:`run` (a background task) for a block.
+    """
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._next = 0
+        self._end = 0
+        self._block_len = 0
+        self._prefetched: tuple[int, int] | None = None  # (start, length)
+        self._want = trio.Event()
+        self._changed = trio.Event()
+        self._want.set()  # fetch the first block as soon as the broker is registered
+
+    @property
+    def available(self) -> bool:
+        return self._next < self._end or self._prefetched is not None
+
+    def next_producer_id(self) -> int:
+        """The next unused id; raises ``KafkaError(COORDINATOR_LOAD_IN_PROGRESS)`` if none."""
+        if self._next >= self._end:
+            if self._prefetched is None:
+                self._want.set()
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "waiting for a block of producer ids"
+                )
+            start, length = self._prefetched
+            self._prefetched = None
+            self._next, self._end, self._block_len = start, start + length, length
+        pid = self._next
+        self._next += 1
+        used = self._block_len - (self._end - self._next)
+        if self._prefetched is None and used >= self._block_len * PREFETCH_AT_FRACTION:
+            self._want.set()
+        return pid
+
+    async def wait_available(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until an id is at hand; True if one is."""
+        with trio.move_on_after(timeout_s):
+            while not self.available:
+                self._want.set()
+                await self._changed.wait()
+        return self.available
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._want.wait()
+            self._want = trio.Event()
+            if self._prefetched is not None:
+                continue
+            while self._prefetched is None:
+                try:
+                    start, length = await self._allocate()
+                except (KafkaError, ClientError) as e:
+                    log.debug("allocating producer ids failed, retrying: %s", e)
+                    await trio.sleep(PRODUCER_ID_RETRY_S)
+                    continue
+                if self._next >= self._end:  # nothing current: use it at once
+                    self._next, self._end, self._block_len = start, start + length, length
+                else:
+                    self._prefetched = (start, length)
+                break
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def _allocate(self) -> tuple[int, int]:
+        while self.broker.broker_epoch < 0:  # the controller wants a registered broker
+            await trio.sleep(PRODUCER_ID_RETRY_S)
+        request = m.AllocateProducerIdsRequest(
+            broker_id=self.broker.node_id, broker_epoch=self.broker.broker_epoch
+        )
+        response = await self.broker.controller_call(
+            lambda c, now: c.allocate_producer_ids(request)
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, "could not allocate producer ids")
+        return response.producer_id_start, response.producer_id_len
+
+
+# -- WriteTxnMarkers, locally ---------------------------------------------------------------------
+
+
+async def write_txn_markers(
+    broker, markers: Iterable[m.WriteTxnMarkersRequest.WritableTxnMarker], timeout_s: float
+) -> list[m.WriteTxnMarkersResponse.WritableTxnMarkerResult]:
+    """Append each marker's COMMIT/ABORT control batch to each of its partitions this broker
+    leads (``origin=COORDINATOR``, ``acks=all``) and wait until the high watermarks cover them.
+
+    Per partition: NONE, or the append's error (UNKNOWN_TOPIC_OR_PARTITION when not hosted
+    here, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH for a marker of
+    an older producer epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch),
+    or REQUEST_TIMED_OUT when replication did not catch up within ``timeout_s``. A written
+    marker on a ``__consumer_offsets`` partition completes the transaction's offset commits in
+    the group coordinator.
+    """
+    replicas = broker.replica_manager
+    results: list[_WTM.WritableTxnMarkerResult] = []
+    waits: list[tuple[str, int, int, Any, m.WriteTxnMarkersRequest.WritableTxnMarker]] = []
+    for marker in markers:
+        topic_results = []
+        for topic in marker.topics:
+            partition_results = []
+            for index in topic.partition_indexes:
+                entry = _WTM.WritableTxnMarkerPartitionResult(partition_index=index)
+                now = now_ms()
+                try:
+                    partition = replicas.partition_or_error(topic.name, index)
+                    batch = build_end_txn_marker_batch(
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                        partition_leader_epoch=partition.state.leader_epoch,
+                        timestamp=now,
+                    )
+                    info = replicas.append_records(
+                        topic.name,
+                        index,
+                        batch,
+                        required_acks=-1,
+                        now_ms=now,
+                        origin=AppendOrigin.COORDINATOR,
+                    )
+                    waits.append((topic.name, index, info.last_offset + 1, entry, marker))
+                except KafkaError as e:
+                    entry.error_code = int(e.code)
+                partition_results.append(entry)
+            topic_results.append(
+                _WTM.WritableTxnMarkerTopicResult(name=topic.name, partitions=partition_results)
+            )
+        results.append(
+            _WTM.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topic_results)
+        )
+    await _wait_for_high_watermarks(broker, [(t, p, end) for t, p, end, _, _ in waits], timeout_s)
+    for topic, index, end, entry, marker in waits:
+        partition = replicas.partitions.get((topic, index))
+        if partition is None or partition.log.high_watermark < end:
+            entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+        elif topic == CONSUMER_OFFSETS:
+            _complete_offsets(broker, index, marker)
+    return results
+
+
+def _complete_offsets(broker, index: int, marker) -> None:
+    """Tell the group coordinator the transaction's offset commits on ``index`` are decided."""
+    core = broker.group_coordinator.core
+    complete = getattr(core, "complete_transaction", None)
+    if complete is None:  # TxnOffsetCommit is not served yet: nothing can be pending there
+        return
+    try:
+        complete(
+            index, marker.producer_id, marker.producer_epoch, marker.transaction_result, now_ms()
+        )
+    except Exception:
+        log.exception("group coordinator: completing the transaction of %d", marker.producer_id)
+    broker.group_coordinator.kick()
+
+
+async def _wait_for_high_watermarks(
+    broker, waits: list[tuple[str, int, int]], timeout_s: float
+) -> bool:
+    """Wait until each (topic, partition)'s high watermark reaches its end offset, at most
+    ``timeout_s``; True when all did. A partition no longer hosted is not waited for."""
+    replicas = broker.replica_manager
+
+    def pending() -> list[tuple[str, int]]:
+        out = []
+        for topic, index, end in waits:
+            partition = replicas.partitions.get((topic, index))
+            if partition is not None and partition.log.high_watermark < end:
+                out.append((topic, index))
+        return out
+
+    waiting = pending()  # a single replica: already durable, no timer needed
+    if not waiting:
+        return True
+    with trio.move_on_after(timeout_s):
+        while waiting:
+            await broker.purgatory.wait(waiting, timeout_s)
+            waiting = pending()
+    return not waiting
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+class TransactionCoordinatorService:
+    """See the module docstring. ``broker`` gives the replica manager, config, metadata image
+    and purgatory."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.producer_ids = ProducerIdSupply(broker)
+        self.core = TransactionCoordinator(
+            transaction_config(broker.config),
+            append=self._append,
+            next_producer_id=self.producer_ids.next_producer_id,
+            group_partition=lambda group: broker.internal_topics.partition_for(GROUP, group),
+        )
+        self._wake = trio.Event()
+        self._led: dict[int, int] = {}  # partition -> leader epoch being served or loaded
+        self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
+        self._written: list[tuple[int, int]] | None = None  # appends of the running call()
+        self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
+        self._clients: dict[int, tuple[tuple[str, int], KafkaClient]] = {}
+        self._nursery: trio.Nursery | None = None
+
+    # -- what the handlers use ----------------------------------------------------------------
+
+    def kick(self) -> None:
+        """A request may have queued markers or moved the next deadline: look again."""
+        self._wake.set()
+
+    async def call(self, operation: Callable[[int], Any]) -> Any:
+        """Run ``operation(now_ms)`` on the core and answer once what it wrote is durable; if
+        that takes longer than :data:`APPEND_TIMEOUT_S`, the response says
+        COORDINATOR_NOT_AVAILABLE (the client retries)."""
+        written = self._written = []
+        try:
+            response = operation(now_ms())
+        finally:
+            self._written = None
+        self.kick()
+        if written:
+            ends: dict[int, int] = {}
+            for partition, end in written:
+                ends[partition] = max(end, ends.get(partition, 0))
+            waits = [(TRANSACTION_STATE, p, end) for p, end in ends.items()]
+            if not await _wait_for_high_watermarks(self.broker, waits, APPEND_TIMEOUT_S):
+                _mark_failed(response, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return response
+
+    async def verify_txn_offset_commit(
+        self, request: m.TxnOffsetCommitRequest, version: int
+    ) -> ErrorCode:
+        """KIP-890's check before a TxnOffsetCommit is written (installed as the group
+        coordinator's ``verify_txn_offset_commit``): is the group's ``__consumer_offsets``
+        partition in the producer's ongoing transaction, at this producer id and epoch?
+
+        Asks the transactional id's coordinator (``verify_partitions`` when it is this broker,
+        AddPartitionsToTxn ``verify_only`` otherwise). NONE when it is; INVALID_TXN_STATE (v5+:
+        TRANSACTION_ABORTABLE) when the partition is not in the transaction;
+        INVALID_PRODUCER_EPOCH for a fenced producer, INVALID_PRODUCER_ID_MAPPING for an unknown
+        id; COORDINATOR_NOT_AVAILABLE (retriable) when the transaction coordinator cannot
+        answer now. Off (always NONE) with ``transaction.partition.verification.enable=false``.
+        """
+        if not self.broker.config.value("transaction.partition.verification.enable"):
+            return ErrorCode.NONE
+        tid = request.transactional_id
+        tp = (CONSUMER_OFFSETS, self.broker.internal_topics.partition_for(GROUP, request.group_id))
+        info = self.broker.metadata_image.topics.by_name.get(TRANSACTION_STATE)
+        registration = None if info is None else info.partitions.get(self.core.partition_for(tid))
+        if registration is None or registration.leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        try:
+            if registration.leader == self.broker.node_id:
+                code = self.core.verify_partitions(
+                    tid, request.producer_id, request.producer_epoch, [tp]
+                )[tp]
+            else:
+                code = await self._verify_remote(registration.leader, request, tp)
+        except KafkaError as e:
+            code = e.code
+        except (ClientError, trio.TooSlowError, OSError):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return _verification_error(int(code), version)
+
+    async def _verify_remote(self, node: int, request, tp: tuple[str, int]) -> int:
+        A = m.AddPartitionsToTxnRequest
+        body = A(
+            transactions=[
+                A.AddPartitionsToTxnTransaction(
+                    transactional_id=request.transactional_id,
+                    producer_id=request.producer_id,
+                    producer_epoch=request.producer_epoch,
+                    verify_only=True,
+                    topics=[A.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
+                )
+            ]
+        )
+        client = await self._client(node)
+        response = await client.request("any", body)
+        if response.error_code:
+            return response.error_code
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    if (topic.name, p.partition_index) == tp:
+                        return p.partition_error_code
+        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def _append(self, partition: int, entries: list) -> None:
+        """The core's ``append``: one batch, synchronously; KafkaError when refused."""
+        if not entries:
+            return
+        now = now_ms()
+        builder = RecordBatchBuilder()
+        for entry in entries:
+            key, value = encode(entry)
+            builder.append(now, key, value)
+        info = self.broker.replica_manager.append_records(
+            TRANSACTION_STATE,
+            partition,
+            builder.build(),
+            required_acks=-1,
+            now_ms=now,
+            origin=AppendOrigin.COORDINATOR,
+        )
+        end = info.last_offset + 1
+        self._appended_end[partition] = end
+        if self._written is not None:
+            self._written.append((partition, end))
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def leadership_changed(self) -> None:
+        """Called by the broker after each metadata change that touched partitions."""
+        led = {
+            index: partition.state.leader_epoch
+            for (topic, index), partition in self.broker.replica_manager.partitions.items()
+            if topic == TRANSACTION_STATE and partition.is_leader
+        }
+        for index, epoch in list(self._led.items()):
+            if led.get(index) != epoch:
+                del self._led[index]
+                self._appended_end.pop(index, None)
+                self.core.unload(index)
+                log.info("transaction coordinator: unloaded %s-%d", TRANSACTION_STATE, index)
+        for index, epoch in led.items():
+            if index not in self._led:
+                self._led[index] = epoch
+                self.core.begin_loading(index, epoch)
+                self._load_send.send_nowait((index, epoch))
+        self.kick()
+
+    async def _loader(self) -> None:
+        async for index, epoch in self._load_receive:
+            if self._led.get(index) != epoch:
+                continue  # lost (or re-won) since it was queued
+            try:
+                await self._load(index, epoch)
+            except Exception:
+                log.exception(
+                    "transaction coordinator: loading %s-%d failed", TRANSACTION_STATE, index
+                )
+
+    async def _load(self, index: int, epoch: int) -> None:
+        started = time.monotonic()
+        partition = self.broker.replica_manager.partitions.get((TRANSACTION_STATE, index))
+        if partition is None:
+            return
+        plog = partition.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        count = 0
+        while offset < end:
+            data = plog.read(offset, LOAD_READ_BYTES, FetchIsolation.LOG_END)
+            if not data.records:
+                break
+            for file_slice in data.records:
+                for batch in iter_batches(file_slice.read()):
+                    offset = batch.last_offset + 1
+                    if batch.is_control:
+                        continue
+                    for record in batch.records():
+                        self.core.replay(index, decode(record.key, record.value))
+                        count += 1
+            await trio.sleep(0)  # other requests run between chunks
+            if self._led.get(index) != epoch:
+                return  # leadership moved while loading; unload already happened
+        self.core.finish_loading(index, now_ms())
+        self.kick()
+        log.info(
+            "transaction coordinator: loaded %s-%d (%d records, coordinator epoch %d) in %.0f ms",
+            TRANSACTION_STATE,
+            index,
+            count,
+            epoch,
+            (time.monotonic() - started) * 1000,
+        )
+
+    # -- the clock and the markers ------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._loader)
+                await nursery.start(self.producer_ids.run)
+                task_status.started()
+                while True:
+                    self._wake = trio.Event()
+                    now = now_ms()
+                    if self.core.next_deadline_ms() <= now:
+                        try:
+                            self.core.tick(now)
+                        except Exception:
+                            log.exception("transaction coordinator: tick failed")
+                            await trio.sleep(0.1)
+                    self._send_due_markers(now)
+                    timeout = max(self.core.next_deadline_ms() - now_ms(), 0) / 1000
+                    with trio.move_on_after(timeout):
+                        await self._wake.wait()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                for _, client in self._clients.values():
+                    await client.aclose()
+                self._clients.clear()
+
+    def _send_due_markers(self, now: int) -> None:
+        markers = self.core.drain_markers(now)
+        if markers and self._nursery is not None:
+            self._nursery.start_soon(self._send_markers, markers)
+
+    async def _send_markers(self, markers: list[MarkerRequest]) -> None:
+        """Write the markers and report every partition's outcome to the core."""
+        # Decisions are final only once their PREPARE_X record is durable: wait for it first.
+        waits = []
+        for marker in markers:
+            partition = self.core.partition_for(marker.transactional_id)
+            end = self._appended_end.get(partition)
+            if end is not None:
+                waits.append((TRANSACTION_STATE, partition, end))
+        errors: dict[str, dict[tuple[str, int], int]] = {mk.transactional_id: {} for mk in markers}
+        if waits and not await _wait_for_high_watermarks(self.broker, waits, APPEND_TIMEOUT_S):
+            for marker in markers:
+                errors[marker.transactional_id] = dict.fromkeys(
+                    marker.partitions, int(ErrorCode.REQUEST_TIMED_OUT)
+                )
+            self._report(markers, errors)
+            return
+        # Split by the partitions' leaders: node -> [(marker, its partitions there)].
+        image = self.broker.metadata_image
+        by_node: dict[int, list[tuple[MarkerRequest, list[tuple[str, int]]]]] = {}
+        for marker in markers:
+            shares: dict[int, list[tuple[str, int]]] = {}
+            for topic, index in marker.partitions:
+                info = image.topics.by_name.get(topic)
+                registration = None if info is None else info.partitions.get(index)
+                if registration is None:
+                    continue  # the topic (or partition) is gone: Kafka skips it, so written
+                if registration.leader < 0:
+                    errors[marker.transactional_id][(topic, index)] = int(
+                        ErrorCode.LEADER_NOT_AVAILABLE
+                    )
+                    continue
+                shares.setdefault(registration.leader, []).append((topic, index))
+            for node, partitions in shares.items():
+                by_node.setdefault(node, []).append((marker, partitions))
+        async with trio.open_nursery() as nursery:
+            for node, work in by_node.items():
+                nursery.start_soon(self._send_to_node, node, work, errors)
+        self._report(markers, errors)
+
+    def _report(self, markers: list[MarkerRequest], errors) -> None:
+        now = now_ms()
+        for marker in markers:
+            try:
+                self.core.markers_written(marker, now, errors[marker.transactional_id])
+            except Exception:
+                log.exception("transaction coordinator: reporting markers failed")
+        self.kick()
+
+    async def _send_to_node(
+        self,
+        node: int,
+        work: list[tuple[MarkerRequest, list[tuple[str, int]]]],
+        errors: dict[str, dict[tuple[str, int], int]],
+    ) -> None:
+        entries = [marker.to_writable_marker(partitions) for marker, partitions in work]
+        try:
+            if node == self.broker.node_id:
+                results = await write_txn_markers(self.broker, entries, APPEND_TIMEOUT_S)
+            else:
+                results = await self._send_remote(node, entries)
+        except (KafkaError, ClientError, trio.TooSlowError, OSError) as e:
+            code = e.code if isinstance(e, KafkaError) else ErrorCode.NETWORK_EXCEPTION
+            log.info("transaction coordinator: markers to node %d failed: %s", node, e)
+            for marker, partitions in work:
+                for tp in partitions:
+                    errors[marker.transactional_id][tp] = int(code)
+            return
+        by_pid: dict[int, dict[tuple[str, int], int]] = {}
+        for result in results:
+            by_pid.setdefault(result.producer_id, {}).update(errors_from_marker_result(result))
+        for marker, partitions in work:
+            answered = by_pid.get(marker.producer_id, {})
+            for tp in partitions:
+                # A partition the answer does not mention was not written: retry it.
+                code = answered.get(tp, int(ErrorCode.UNKNOWN_SERVER_ERROR))
+                if code:
+                    errors[marker.transactional_id][tp] = int(code)
+
+    async def _send_remote(
+        self, node: int, entries: list[m.WriteTxnMarkersRequest.WritableTxnMarker]
+    ) -> list[m.WriteTxnMarkersResponse.WritableTxnMarkerResult]:
+        client = await self._client(node)
+        response = await client.request("any", m.WriteTxnMarkersRequest(markers=entries))
+        return response.markers
+
+    async def _client(self, node: int) -> KafkaClient:
+        """A client for broker ``node`` on its inter-broker listener (one bootstrap address
+        and no metadata: its ``"any"`` target is that broker)."""
+        registration = self.broker.metadata_image.cluster.brokers.get(node)
+        listener = self.broker.config.inter_broker_listener_name
+        endpoint = None if registration is None else registration.listener(listener)
+        if endpoint is None:
+            raise KafkaError(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"node {node} has no {listener} endpoint"
+            )
+        address = (endpoint.host, endpoint.port)
+        known = self._clients.get(node)
+        if known is not None and known[0] == address:
+            return known[1]
+        if known is not None:
+            await known[1].aclose()
+        client = KafkaClient(
+            [f"{endpoint.host}:{endpoint.port}"],
+            client_id=f"kcore-txn-coordinator-{self.broker.node_id}",
+            request_timeout=MARKER_REQUEST_TIMEOUT_S,
+        )
+        self._clients[node] = (address, client)
+        return client
+
+
+# Verification answers a TxnOffsetCommit client can act on: the transaction coordinator's own
+# trouble is retriable for it; a fenced producer hears TxnOffsetCommit's fencing error.
+_VERIFICATION_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.BROKER_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+# First TxnOffsetCommit version that understands TRANSACTION_ABORTABLE.
+_TXN_OFFSET_COMMIT_ABORTABLE_SINCE = 5
+
+
+def _verification_error(code: int, version: int) -> ErrorCode:
+    error = ErrorCode(code)
+    if error in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE):
+        if version >= _TXN_OFFSET_COMMIT_ABORTABLE_SINCE:
+            return ErrorCode.TRANSACTION_ABORTABLE
+        return ErrorCode.INVALID_TXN_STATE
+    return _VERIFICATION_ERRORS.get(error, error)
+
+
+def _mark_failed(response: Any, code: ErrorCode) -> None:
+    """Put ``code`` where the response of a coordinator API carries its errors."""
+    if isinstance(response, m.AddPartitionsToTxnResponse):
+        for topic in response.results_by_topic_v3_and_below or []:
+            for p in topic.results_by_partition:
+                p.partition_error_code = int(code)
+        for txn in response.results_by_transaction or []:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    p.partition_error_code = int(code)
+        return
+    if hasattr(response, "error_code"):
+        response.error_code = int(code)
+        if hasattr(response, "producer_id"):
+            response.producer_id = -1
+            response.producer_epoch = -1
