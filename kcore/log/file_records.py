@@ -38,6 +38,11 @@ HEADER_SIZE = BATCH_HEADER.size  # 61
 # batch straddles a chunk boundary).
 SCAN_CHUNK_BYTES = 1 << 20
 _IOV_MAX = 1024  # buffers per pwritev call (Linux)
+# The header fields batch_at needs, the others skipped (layout in kcore/record/batch.py): base
+# offset, batch length, partition leader epoch, magic, (crc, attributes), last offset delta,
+# (base timestamp), max timestamp.
+_POSITION_FIELDS = struct.Struct(">qiib6xi8xq")
+_new_tuple = tuple.__new__
 
 
 class BatchPosition(NamedTuple):
@@ -76,6 +81,10 @@ class FileSlice:
 class FileRecords:
     """An open ``.log`` file (see the module docstring)."""
 
+    # Slots: a lookup touches this object for every segment it lands in; a slotted object is
+    # one compact block instead of an object plus its attribute values (fewer cache misses).
+    __slots__ = ("path", "fd", "size")
+
     def __init__(self, path: Path | str, *, create: bool = True) -> None:
         self.path = Path(path)
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
@@ -92,18 +101,41 @@ class FileRecords:
         """
         position = self.size
         parts = [memoryview(p) for p in data.parts] if hasattr(data, "parts") else [data]
-        offset = position
-        while parts:
-            # pwritev takes at most IOV_MAX buffers and may write less than asked.
-            written = os.pwritev(self.fd, parts[:_IOV_MAX], offset)
-            offset += written
+        self.size = self._write_parts(parts, position, 0)
+        return position
+
+    def append_two(self, head, tail, size: int) -> int:
+        """Write ``head`` then ``tail`` (``size`` bytes in all) at the end with one ``pwritev``;
+        returns the position they start at.
+
+        The single-batch append path: ``head`` is the batch's first 16 bytes as stamped (base
+        offset, length, leader epoch), ``tail`` the rest of the client's batch, never copied.
+        The same bytes and errors as :meth:`append` of the two parts, in one call less.
+        """
+        position = self.size
+        written = os.pwritev(self.fd, (head, tail), position)
+        if written != size:  # a short write (rare): finish it the general way
+            self.size = self._write_parts(
+                [memoryview(head), memoryview(tail)], position + written, written
+            )
+        else:
+            self.size = position + size
+        return position
+
+    def _write_parts(self, parts: list, offset: int, written: int) -> int:
+        """Write ``parts`` at ``offset``, after dropping the first ``written`` bytes of them
+        (already written); returns the offset after the last byte."""
+        while True:
             while parts and written >= len(parts[0]):
                 written -= len(parts[0])
                 parts.pop(0)
-            if parts and written:
+            if not parts:
+                return offset
+            if written:
                 parts[0] = memoryview(parts[0])[written:]
-        self.size = offset
-        return position
+            # pwritev takes at most IOV_MAX buffers and may write less than asked.
+            written = os.pwritev(self.fd, parts[:_IOV_MAX], offset)
+            offset += written
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns how many bytes were removed."""
@@ -146,8 +178,9 @@ class FileRecords:
             if position < self.size:
                 raise CorruptRecordError(f"{self.path}: partial batch header at {position}")
             return None
-        header = BATCH_HEADER.unpack_from(os.pread(self.fd, HEADER_SIZE, position))
-        base, length, epoch, magic = header[0], header[1], header[2], header[3]
+        base, length, epoch, magic, delta, max_timestamp = _POSITION_FIELDS.unpack_from(
+            os.pread(self.fd, HEADER_SIZE, position)
+        )
         if magic != 2 or length < BATCH_OVERHEAD - LOG_OVERHEAD:
             raise CorruptRecordError(
                 f"{self.path}: bad batch header at {position} (magic {magic}, length {length})"
@@ -155,7 +188,8 @@ class FileRecords:
         size = length + LOG_OVERHEAD
         if position + size > self.size:
             raise CorruptRecordError(f"{self.path}: batch at {position} runs past the end")
-        return BatchPosition(position, size, base, base + header[6], epoch, header[8])
+        # tuple.__new__: the NamedTuple constructor is a Python-level function (~0.3 us here).
+        return _new_tuple(BatchPosition, (position, size, base, base + delta, epoch, max_timestamp))
 
     def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchPosition]:
         """Batch headers from ``position`` to ``end`` (default: the end of the file)."""

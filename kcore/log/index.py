@@ -73,6 +73,22 @@ class AbstractIndex:
     rules, what a crash leaves behind, and who may call it.
     """
 
+    # Slots: see FileRecords (every lookup reads several of these on a cold segment).
+    __slots__ = (
+        "_path",
+        "_base_offset",
+        "_writable",
+        "_max_index_size",
+        "_max_entries",
+        "_mm",
+        "_length",
+        "_closed",
+        "_cache",
+        "_cache_mv",
+        "_cache_valid",
+        "_entries",
+    )
+
     ENTRY_SIZE: ClassVar[int]
     _WARM_ENTRIES: ClassVar[int]  # 8192 // ENTRY_SIZE unless set, by __init_subclass__
     _ENTRY: ClassVar[struct.Struct]
@@ -115,6 +131,8 @@ class AbstractIndex:
         self._base_offset = base_offset
         self._writable = writable
         self._max_index_size = round_down(max_index_size, self.ENTRY_SIZE)
+        # Read on every append (is_full): a plain attribute, not a division per call.
+        self._max_entries = self._max_index_size // self.ENTRY_SIZE
         self._mm: mmap.mmap | None = None
         self._length = 0  # bytes currently mapped (= file size as last set by us)
         self._closed = False
@@ -171,12 +189,12 @@ class AbstractIndex:
     @property
     def max_entries(self) -> int:
         """How many entries the index may hold before the segment must roll."""
-        return self._max_index_size // self.ENTRY_SIZE
+        return self._max_entries
 
     @property
     def is_full(self) -> bool:
         """True when no further entry may be appended (the segment must roll)."""
-        return self._entries >= self.max_entries
+        return self._entries >= self._max_entries
 
     @property
     def size_in_bytes(self) -> int:
@@ -324,7 +342,7 @@ class AbstractIndex:
     def _append_entry(self, key: int, fields: tuple[int, ...], *, skip_full_check: bool) -> None:
         """Write ``fields`` as entry number ``entries``; the caller has checked the ordering."""
         n = self._entries
-        if not skip_full_check and n >= self.max_entries:
+        if not skip_full_check and n >= self._max_entries:
             raise IndexFullError(f"attempt to append to a full index {self._path} ({n} entries)")
         end = (n + 1) * self.ENTRY_SIZE
         if end > self._length:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from typing import NamedTuple
 
 import numpy as np
@@ -46,6 +47,8 @@ class OffsetIndex(AbstractIndex):
     (see ``kcore.log.index`` for the sizing and lookup machinery).
     """
 
+    __slots__ = ("_last_offset",)
+
     ENTRY_SIZE = 8
     _ENTRY = struct.Struct(">ii")
     DTYPE = np.dtype([("offset", ">i4"), ("position", ">i4")])
@@ -80,15 +83,17 @@ class OffsetIndex(AbstractIndex):
             ValueError: ``position`` is not a non-negative int32.
             LogError: the index was opened read-only.
         """
-        self._require_writable("append")
-        if self.is_full:
-            raise IndexFullError(
-                f"attempt to append to a full index {self._path} ({self._entries} entries)"
-            )
+        # Runs on the append path (every index.interval.bytes): the checks read plain
+        # attributes rather than properties, in the order and with the errors as before.
+        if self._closed or not self._writable:
+            self._require_writable("append")
+        n = self._entries
+        if n >= self._max_entries:
+            raise IndexFullError(f"attempt to append to a full index {self._path} ({n} entries)")
         relative = offset - self._base_offset
-        if self._entries and offset <= self._last_offset:
+        if n and offset <= self._last_offset:
             raise InvalidOffsetError(
-                f"attempt to append offset {offset} to slot {self._entries} of {self._path}, "
+                f"attempt to append offset {offset} to slot {n} of {self._path}, "
                 f"which is no larger than the last offset appended ({self._last_offset})"
             )
         if not 0 <= relative <= INT32_MAX:
@@ -98,7 +103,16 @@ class OffsetIndex(AbstractIndex):
             )
         if not 0 <= position <= INT32_MAX:
             raise ValueError(f"position {position} is not a non-negative int32")
-        self._append_entry(relative, (relative, position), skip_full_check=False)
+        mm = self._mm
+        if mm is not None and (n + 1) * 8 <= self._length:
+            # The usual case, inline: a mapped, preallocated index (see _append_entry).
+            self._ENTRY.pack_into(mm, n * 8, relative, position)
+            self._entries = n + 1
+            if self._cache_valid == n and self._cache_mv is not None and n < len(self._cache_mv):
+                self._cache_mv[n] = relative
+                self._cache_valid = n + 1
+        else:
+            self._append_entry(relative, (relative, position), skip_full_check=True)
         self._last_offset = offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -114,6 +128,38 @@ class OffsetIndex(AbstractIndex):
         relative, position = self._ENTRY.unpack_from(self._mm, slot * 8)  # type: ignore[arg-type]
         # tuple.__new__ skips the NamedTuple constructor's Python frame: ~100 ns of a ~1.5 us call.
         return _new_tuple(OffsetPosition, (self._base_offset + relative, position))
+
+    def lookup_position(self, target_offset: int) -> int:
+        """``lookup(target_offset).position`` without building the pair (every fetch's first
+        step; a read then starts at this byte of the ``.log``)."""
+        key = target_offset - self._base_offset
+        n = self._entries
+        keys = self._cache_mv
+        if keys is None or self._cache_valid < n:
+            slot = self._largest_lower_bound_slot(key)  # builds the key cache first
+        else:
+            # _largest_lower_bound_slot, inline (one call less on every fetch).
+            first_warm = n - self._WARM_ENTRIES
+            if first_warm > 0 and keys[first_warm] <= key:
+                slot = bisect_right(keys, key, first_warm, n) - 1
+            else:
+                slot = bisect_right(keys, key, 0, first_warm if first_warm > 0 else n) - 1
+        if slot < 0:
+            return 0
+        return _INT32.unpack_from(self._mm, slot * 8 + 4)[0]  # type: ignore[arg-type]
+
+    def position_at_or_below(self, position: int) -> int | None:
+        """The largest indexed position that is <= ``position``, or None if there is none.
+
+        Indexed positions are batch boundaries (an entry is the start of a batch), so a read
+        may take every byte below the returned position as whole batches without reading
+        their headers. A bisect on the mapping's position column (Kafka's
+        ``lookup`` by position); no cache: a few struct reads, once per large read.
+        """
+        slot = self._bisect_field(_POSITION_FIELD_OFFSET, _INT32, position, right=True) - 1
+        if slot < 0:
+            return None
+        return _INT32.unpack_from(self._mm, slot * 8 + 4)[0]  # type: ignore[arg-type]
 
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
         """The offset of the first entry at or after byte ``start_position + fetch_size``.

@@ -19,7 +19,9 @@ Two ways in, as in Kafka:
   their headers only (magic, CRC, size, offsets, timestamps; records are decoded only for
   compacted topics or a compression conversion), duplicate-checked, stamped with offsets and the
   leader epoch *without copying the payload* (the 61-byte headers are patched copies; the
-  payloads are written straight from the request with ``pwritev``), then written.
+  payloads are written straight from the request with ``pwritev``), then written. The usual
+  request, one batch, takes a single-pass path (``_append_single``) with the same checks and
+  the same bytes; anything else, or any failed check, takes the general one.
 * :meth:`PartitionLog.append_as_follower` — batches that already have offsets and epochs (a
   follower, or the mirror fetcher copying a source cluster byte for byte): checked for CRC and
   offset continuity, written as they are, and recorded in producer state and the epoch cache.
@@ -39,12 +41,16 @@ import bisect
 import enum
 import logging
 import os
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from crc32c import crc32c
 
 from kcore.log.file_records import FileSlice
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
 from kcore.log.log_validator import (
+    _TARGET_CODECS,
     HEADER_SIZE,
     LogValidator,
     check_crc,
@@ -61,7 +67,16 @@ from kcore.log.producer_state import (
 from kcore.log.segment import LogSegment, SegmentConfig
 from kcore.log.transaction_index import AbortedTxn
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import NO_TIMESTAMP, RecordBatch
+from kcore.record.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER,
+    CONTROL_MASK,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_MASK,
+    RecordBatch,
+    last_sequence,
+)
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.record.errors import CompressionError, CorruptRecordError
 
@@ -69,11 +84,21 @@ log = logging.getLogger(__name__)
 
 INT32_MAX = 0x7FFFFFFF
 
+# The single-batch append path (see PartitionLog._append_single).
+_unpack_header = BATCH_HEADER.unpack_from
+_STAMP = struct.Struct(">qii")  # base offset, batch length, partition leader epoch: bytes 0-15
+_STAMPED = _STAMP.size  # the first 16 bytes are written from the stamp, the rest from the batch
+_CLIENT = AppendOrigin.CLIENT
+
 
 class FetchIsolation(enum.Enum):
     LOG_END = "log_end"  # followers (and the mirror's destination followers)
     HIGH_WATERMARK = "high_watermark"  # read_uncommitted consumers
     TXN_COMMITTED = "txn_committed"  # read_committed consumers
+
+
+_LOG_END = FetchIsolation.LOG_END
+_HIGH_WATERMARK = FetchIsolation.HIGH_WATERMARK
 
 
 @dataclass(slots=True)
@@ -140,6 +165,8 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._pending_deletes: list[tuple[int, LogSegment]] = []  # (delete at ms, segment)
+        # What the append path reads from the (frozen) config, resolved once per config object.
+        self._append_limits: _AppendLimits | None = None
 
     # -- construction ----------------------------------------------------------------------
 
@@ -200,6 +227,13 @@ class PartitionLog:
         (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...); nothing is written then.
         """
+        limits = self._append_limits
+        if limits is None or limits.config is not self.config:
+            limits = self._load_append_limits()
+        if limits.single_batch_path:
+            info = self._append_single(records, leader_epoch, now_ms, origin, limits)
+            if info is not None:
+                return info
         batches = frame_batches(records, self.name)
         if origin is AppendOrigin.CLIENT and len(batches) == 1:
             dup = self._find_duplicate(batches[0])
@@ -218,6 +252,111 @@ class PartitionLog:
         info = self._append(validated, origin, now_ms, leader_epoch=leader_epoch)
         info.log_append_time = append_time
         return info
+
+    def _load_append_limits(self) -> _AppendLimits:
+        self._append_limits = limits = _AppendLimits(self.config)
+        return limits
+
+    def _append_single(
+        self, records, leader_epoch: int, now_ms: int, origin: AppendOrigin, limits
+    ) -> LogAppendInfo | None:
+        """The common produce request -- one batch, CreateTime, no recompression, not
+        compacted, not a control batch -- validated and appended in one pass over its header.
+
+        Returns None, having changed nothing, when the batch is not of that kind *or fails a
+        check*: the general path then handles it and raises the same error it always did.
+        The checks are :class:`LogValidator`'s (CRC, codec id, size, record count and last
+        offset delta, producer id of a transactional batch, timestamps), the producer-state
+        checks and the bytes written are those of the general path; only the order of the
+        cheap header checks differs, and it is invisible since nothing is done before all pass.
+
+        Why a separate path: the general one costs ~25 us per append in Python (lists of
+        batches, a dozen ``struct`` calls through properties, per-append config reads), four
+        times the ``pwritev`` of a 16 KiB batch; this one unpacks the header once.
+        """
+        view = records if type(records) is memoryview else memoryview(records)
+        size = len(view)
+        if size < HEADER_SIZE or view.ndim != 1 or view.itemsize != 1 or not view.c_contiguous:
+            return None
+        (_, length, _, magic, crc, attributes, delta, first_ts, max_ts, pid, producer_epoch,
+         base_sequence, count) = _unpack_header(view)  # fmt: skip
+        if (
+            magic != 2
+            or length + 12 != size  # exactly one whole batch, nothing after it
+            or size > limits.max_message_bytes
+            or attributes & CONTROL_MASK
+            or count < 1
+            or delta != count - 1
+        ):
+            return None
+        codec = attributes & 0x07
+        if codec > 4 or (limits.target_codec >= 0 and codec != limits.target_codec):
+            return None
+        is_transactional = attributes & TRANSACTIONAL_MASK != 0
+        if pid == NO_PRODUCER_ID:
+            if is_transactional:
+                return None
+        elif origin is _CLIENT:
+            # Before validation, as the general path: an idempotent retry gets its offsets.
+            dup = self._find_duplicate(RecordBatch._framed(view))
+            if dup is not None:
+                return dup
+        if origin is _CLIENT:
+            low = now_ms - limits.timestamp_before_ms
+            high = now_ms + limits.timestamp_after_ms
+            if (first_ts != NO_TIMESTAMP and (first_ts < low or first_ts > high)) or (
+                max_ts != NO_TIMESTAMP and (max_ts < low or max_ts > high)
+            ):
+                return None
+        if crc32c(view[ATTRIBUTES_POS:]) != crc:
+            return None
+
+        first = self.log_end_offset
+        last = first + delta
+        producer = None
+        if pid != NO_PRODUCER_ID:
+            producer = self.producer_state.prepare_update(pid, origin)
+            producer.append_data_batch(
+                producer_epoch,
+                base_sequence,
+                last_sequence(base_sequence, delta),
+                max_ts,
+                first,
+                last,
+                is_transactional,
+            )
+        segment = self.segments[-1]
+        seg_size = segment.log.size
+        # The conditions of _maybe_roll, which decides (and logs) if any of them holds.
+        if seg_size > 0:
+            rolling_ts = segment.rolling_based_timestamp  # segment.ms: timeWaitedForRoll
+            waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
+            if seg_size + size > limits.segment_size or segment.is_full or waited > limits.roll_ms:
+                segment = self._maybe_roll(size, max_ts, last, now_ms)
+        if last - segment.base_offset > INT32_MAX:
+            segment = self._maybe_roll(size, max_ts, last, now_ms)
+        segment.append_batch(
+            _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, first, last, max_ts
+        )
+
+        # The bytes are in: commit the epoch, producer state, the log end offset.
+        latest = self.epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self.epoch_cache.assign(leader_epoch, first)
+        if producer is not None:
+            self.producer_state.update(producer)
+        self.log_end_offset = last + 1
+        self.producer_state.update_map_end_offset(last + 1)
+        unflushed = self._unflushed_messages = self._unflushed_messages + count
+        if unflushed >= limits.flush_messages or now_ms - self._last_flush_ms >= limits.flush_ms:
+            self.flush(now_ms=now_ms)
+        if max_ts > NO_TIMESTAMP:  # as the general path: a timestamp <= -1 reports none
+            return LogAppendInfo(
+                first, last, max_ts, first, NO_TIMESTAMP, self.log_start_offset, count, size
+            )
+        return LogAppendInfo(
+            first, last, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, count, size
+        )
 
     def append_as_follower(
         self, records, *, now_ms: int, origin: AppendOrigin = AppendOrigin.REPLICATION
@@ -447,48 +586,62 @@ class PartitionLog:
 
         Raises :class:`KafkaError` OFFSET_OUT_OF_RANGE outside ``[log start, LEO]``.
         """
-        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+        leo = self.log_end_offset
+        if (
+            isolation is _LOG_END or (isolation is _HIGH_WATERMARK and self.high_watermark == leo)
+        ) and self.log_start_offset <= fetch_offset < leo:
+            # The common case, straight: a read bounded by the log end (followers; consumers
+            # once the high watermark is the LEO) that the segment holding the offset answers.
+            # Otherwise (or if that segment has nothing for it), the general loop below.
+            i = bisect.bisect_right(self._bases, fetch_offset) - 1
+            got = self.segments[i if i > 0 else 0].read(
+                fetch_offset, max_bytes, None, min_one_batch
+            )
+            if got is not None:
+                return FetchDataInfo(fetch_offset, [got[0]])
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {fetch_offset} is out of range for {self.name}: log start offset "
-                f"{self.log_start_offset}, log end offset {self.log_end_offset}",
+                f"{self.log_start_offset}, log end offset {leo}",
             )
-        if isolation is FetchIsolation.LOG_END:
-            max_offset = self.log_end_offset
+        if isolation is _LOG_END:
+            max_offset = leo
         elif isolation is FetchIsolation.HIGH_WATERMARK:
             max_offset = self.high_watermark
         else:
             max_offset = self.last_stable_offset
-        info = FetchDataInfo(fetch_offset)
-        if isolation is FetchIsolation.TXN_COMMITTED:
-            info.aborted_transactions = []
-        if fetch_offset >= max_offset:
-            return info
-        start = self._segment_index(fetch_offset)
-        offset = fetch_offset
-        for i in range(start, len(self.segments)):
-            seg = self.segments[i]
-            if seg.base_offset >= max_offset:
-                break
-            max_position = None
-            # Bound the read by the position of max_offset when it lies inside this segment
-            # (a bound at the log end needs no lookup: the segment ends there).
-            if max_offset < self.log_end_offset and (
-                i + 1 == len(self.segments) or self.segments[i + 1].base_offset > max_offset
-            ):
-                bound = seg.translate_offset(max_offset)
-                max_position = bound.position if bound is not None else None
-            got = seg.read(offset, max_bytes, max_position, min_one_batch)
-            if got is not None:
-                slice_, first = got
-                info.records.append(slice_)
-                if info.aborted_transactions is not None:
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        if fetch_offset < max_offset:
+            segments = self.segments
+            last = len(segments) - 1
+            # _segment_index, inline (every fetch).
+            i = bisect.bisect_right(self._bases, fetch_offset) - 1
+            if i < 0:
+                i = 0
+            offset = fetch_offset
+            while i <= last:
+                seg = segments[i]
+                if seg.base_offset >= max_offset:
+                    break
+                max_position = None
+                # Bound the read by the position of max_offset when it lies inside this segment
+                # (a bound at the log end needs no lookup: the segment ends there).
+                if max_offset < leo and (i == last or segments[i + 1].base_offset > max_offset):
+                    bound = seg.translate_offset(max_offset)
+                    max_position = bound.position if bound is not None else None
+                got = seg.read(offset, max_bytes, max_position, min_one_batch)
+                if got is not None:
+                    slice_ = got[0]
+                    if not committed:
+                        return FetchDataInfo(fetch_offset, [slice_])
                     end = self._offset_after(seg, slice_)
-                    info.aborted_transactions = self._collect_aborted(fetch_offset, end, i)
-                return info
-            if i + 1 < len(self.segments):
-                offset = self.segments[i + 1].base_offset
-        return info
+                    aborted = self._collect_aborted(fetch_offset, end, i)
+                    return FetchDataInfo(fetch_offset, [slice_], aborted)
+                if i < last:
+                    offset = segments[i + 1].base_offset
+                i += 1
+        return FetchDataInfo(fetch_offset, [], [] if committed else None)
 
     def _offset_after(self, seg: LogSegment, slice_: FileSlice) -> int:
         last = None
@@ -702,3 +855,39 @@ class _Gather:
 
     def __len__(self) -> int:
         return self.size
+
+
+class _AppendLimits:
+    """What the single-batch append path reads from a topic's config, resolved once per
+    (frozen) :class:`~kcore.log.config.LogConfig` object instead of once per append."""
+
+    __slots__ = (
+        "config",
+        "single_batch_path",
+        "max_message_bytes",
+        "timestamp_before_ms",
+        "timestamp_after_ms",
+        "target_codec",
+        "segment_size",
+        "roll_ms",
+        "flush_messages",
+        "flush_ms",
+    )
+
+    def __init__(self, config) -> None:
+        self.config = config
+        # LogAppendTime rewrites the header and CRC, a compacted topic needs every record's
+        # key: both stay on the general path.
+        self.single_batch_path = (
+            str(config.message_timestamp_type) != "LogAppendTime"
+            and "compact" not in config.cleanup_policy
+        )
+        self.max_message_bytes = config.max_message_bytes
+        self.timestamp_before_ms = config.message_timestamp_before_max_ms
+        self.timestamp_after_ms = config.message_timestamp_after_max_ms
+        target = _TARGET_CODECS.get(config.compression_type)
+        self.target_codec = -1 if target is None else int(target)
+        self.segment_size = config.segment_size
+        self.roll_ms = config.max_segment_ms - config.segment_jitter_ms
+        self.flush_messages = config.flush_messages
+        self.flush_ms = config.flush_ms

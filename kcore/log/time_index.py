@@ -48,6 +48,8 @@ class TimeIndex(AbstractIndex):
     Who may call it: the owning log segment and the log loader, under the partition log's lock.
     """
 
+    __slots__ = ("_last_entry",)
+
     ENTRY_SIZE = 12
     _ENTRY = struct.Struct(">qi")
     DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
@@ -91,8 +93,9 @@ class TimeIndex(AbstractIndex):
             IndexOffsetOverflowError: ``offset - base_offset`` does not fit an int32.
             LogError: the index was opened read-only.
         """
-        self._require_writable("append")
-        if not skip_full_check and self.is_full:
+        if self._closed or not self._writable:
+            self._require_writable("append")
+        if not skip_full_check and self._entries >= self._max_entries:
             # Checked before the no-op case, as Kafka does: a full index is a signal to roll.
             raise IndexFullError(f"attempt to append to a full time index {self._path}")
         last = self._last_entry

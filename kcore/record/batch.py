@@ -51,6 +51,7 @@ __all__ = [
     "RecordBatch",
     "TimestampType",
     "iter_batches",
+    "last_sequence",
     "mirror_producer_id",
 ]
 
@@ -147,6 +148,16 @@ def mirror_producer_id(producer_id: int) -> int:
     if not _INT64_MIN <= producer_id <= _INT64_MAX - 1:
         raise ValueError(f"producer id {producer_id} has no mirrored int64 counterpart")
     return -(producer_id + 2)
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """The sequence of a batch's last record (:attr:`RecordBatch.last_sequence`), from header
+    fields: ``NO_SEQUENCE`` stays; sequences wrap from 2**31-1 to 0, as in Kafka."""
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    if base_sequence > _INT32_MAX - last_offset_delta:
+        return last_offset_delta - (_INT32_MAX - base_sequence) - 1
+    return base_sequence + last_offset_delta
 
 
 def _check_magic(view: memoryview, pos: int) -> None:
@@ -349,13 +360,7 @@ class RecordBatch:
     @property
     def last_sequence(self) -> int:
         """The last record's sequence; sequences wrap from 2**31-1 to 0, as in Kafka."""
-        base = self.base_sequence
-        if base == NO_SEQUENCE:
-            return NO_SEQUENCE
-        delta = self.last_offset_delta
-        if base > _INT32_MAX - delta:
-            return delta - (_INT32_MAX - base) - 1
-        return base + delta
+        return last_sequence(self.base_sequence, self.last_offset_delta)
 
     @property
     def buffer(self) -> memoryview:
