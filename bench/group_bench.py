@@ -31,8 +31,6 @@ own threads and releases the GIL while a call waits, so the threads do not queue
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import threading
@@ -42,9 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_common  # noqa: E402 (topics and the header the benches share)
 from broker_bench import KcoreBroker  # noqa: E402 (the sibling bench's broker process)
 
 PARTITIONS = 10
@@ -69,19 +67,7 @@ class GroupBroker(KcoreBroker):
 
 
 def create_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
-    topic = f"group-bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30  # until the metadata names a leader for every partition
-    while True:
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        leaders = [p.leader for p in md.partitions.values()] if md is not None else []
-        if len(leaders) == partitions and min(leaders) >= 0:
-            return topic
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} has no leaders")
-        time.sleep(0.05)
+    return bench_common.create_topic(bootstrap, partitions, "group-bench")
 
 
 # -- 1. rebalance ----------------------------------------------------------------------------
@@ -275,12 +261,7 @@ def main() -> None:
     rounds = 1 if args.quick else 3
     seconds = 3.0 if args.quick else 10.0
 
-    print(f"# group bench — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    print(
-        f"# {platform.node()}: {platform.platform()}, {os.cpu_count()} CPUs, "
-        f"{platform.python_implementation()} {platform.python_version()}"
-    )
-    print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    bench_common.print_header("group bench")
     print(
         f"# consumers: confluent-kafka, eager range assignor, heartbeat.interval.ms="
         f"{HEARTBEAT_INTERVAL_MS}; {rounds} round(s) per delay, commit runs of {seconds:.0f} s"

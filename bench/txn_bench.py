@@ -29,8 +29,6 @@ in this process.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
@@ -38,9 +36,9 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_common  # noqa: E402 (topics and the header the benches share)
 from broker_bench import KcoreBroker  # noqa: E402 (the sibling bench's broker process)
 
 RECORD = b"x" * 100
@@ -49,19 +47,7 @@ TXN_PARTITIONS = 2
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
-    topic = f"txn-bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30  # until the metadata names a leader for every partition
-    while True:
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        leaders = [p.leader for p in md.partitions.values()] if md is not None else []
-        if len(leaders) == partitions and min(leaders) >= 0:
-            return topic
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic} has no leaders")
-        time.sleep(0.05)
+    return bench_common.create_topic(bootstrap, partitions, "txn-bench")
 
 
 # -- 1. small transactions -------------------------------------------------------------------
@@ -141,12 +127,7 @@ def main() -> None:
     records = 50_000 if args.quick else 200_000
     repeat = 3 if args.quick else 5
 
-    print(f"# transactions bench — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    print(
-        f"# {platform.node()}: {platform.platform()}, {os.cpu_count()} CPUs, "
-        f"{platform.python_implementation()} {platform.python_version()}"
-    )
-    print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    bench_common.print_header("transactions bench")
     print()
     broker = KcoreBroker()
     try:

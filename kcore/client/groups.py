@@ -76,6 +76,7 @@ _FIND_COORDINATOR_KEY = 10
 _OFFSET_COMMIT_KEY = 8
 _OFFSET_FETCH_KEY = 9
 _OFFSET_DELETE_KEY = 47
+_LIST_GROUPS_KEY = 16
 _FIND_COORDINATOR_BATCHED_VERSION = 4  # coordinator_keys (KIP-699)
 _OFFSET_FETCH_GROUPS_VERSION = 8  # groups[] (KIP-709)
 _OFFSET_FETCH_ALL_VERSION = 2  # null topics means "every committed partition"
@@ -174,7 +175,9 @@ async def find_coordinator(
 # -- routing to the coordinator ----------------------------------------------------------------
 
 
-def _backoff(client: KafkaClient, attempt: int) -> float:
+def backoff_s(client: KafkaClient, attempt: int) -> float:
+    """Seconds to wait after round ``attempt`` (1, 2, ...) of a hand-made retry loop: the
+    client's ``retry_backoff`` doubling up to ``retry_backoff_max``, as ``client.retry``."""
     return min(client.retry_backoff_max, client.retry_backoff * 2 ** (attempt - 1))
 
 
@@ -206,28 +209,32 @@ async def _at_coordinator(
     return await client.retry(attempt, attempts=attempts)
 
 
-async def _per_coordinator(
+async def per_coordinator(
     client: KafkaClient,
-    groups: Iterable[str],
+    keys: Iterable[str],
     send: Callable[[int, list[str]], Awaitable[list[Any]]],
     failed: Callable[[str, int], Any],
     attempts: int,
+    key_type: int = CoordinatorType.GROUP,
+    key_of: Callable[[Any], str] = lambda item: item.group_id,
 ) -> list[Any]:
-    """Run ``send(coordinator_id, its_groups)`` for every coordinator of ``groups``.
+    """Run ``send(coordinator_id, its_keys)`` for every coordinator of ``keys`` (group ids, or
+    transactional ids with ``key_type`` TRANSACTION).
 
-    ``send`` returns one result per group (with ``group_id`` and ``error_code``); groups whose
-    coordinator could not be found or answered a COORDINATOR_ERRORS code are tried again, up
-    to ``attempts`` rounds, and end as ``failed(group, code)`` when they never succeed.
-    Results come back in the order of ``groups``.
+    ``send`` returns one result per key (with ``error_code``; ``key_of(result)`` names its key);
+    keys whose coordinator could not be found or answered a COORDINATOR_ERRORS code are tried
+    again, up to ``attempts`` rounds, and end as ``failed(key, code)`` when they never
+    succeed. A broker that cannot be reached on the last round raises. Results come back in
+    the order of ``keys``.
     """
-    order = list(dict.fromkeys(groups))
+    order = list(dict.fromkeys(keys))
     results: dict[str, Any] = {}
     pending = order
     for attempt in range(1, attempts + 1):
         last = attempt == attempts
         again: list[str] = []
         try:
-            coordinators = await find_coordinators(client, pending)
+            coordinators = await find_coordinators(client, pending, key_type)
         except (NetworkError, RequestTimeout):
             if last:
                 raise
@@ -250,14 +257,41 @@ async def _per_coordinator(
                 continue
             for item in answers:
                 if item.error_code in COORDINATOR_ERRORS and not last:
-                    again.append(item.group_id)
+                    again.append(key_of(item))
                 else:
-                    results[item.group_id] = item
+                    results[key_of(item)] = item
         if not again:
             break
         pending = again
-        await trio.sleep(_backoff(client, attempt))
+        await trio.sleep(backoff_s(client, attempt))
     return [results[g] for g in order if g in results]
+
+
+async def at_broker(
+    client: KafkaClient,
+    node: Target,
+    api_key: int,
+    build: Callable[[int], Message],
+    what: str,
+    attempts: int,
+) -> Any:
+    """Send ``build(version)`` to broker ``node`` (a request every broker answers for what it
+    coordinates, as ListGroups and ListTransactions); the response.
+
+    An answer whose ``error_code`` is in COORDINATOR_ERRORS (a coordinator still loading) is
+    asked again with ``client.retry``, ``attempts`` times in all; then its KafkaError is raised.
+    ``build`` may raise (UnsupportedVersionError for a version that cannot say the request).
+    """
+
+    async def attempt() -> Any:
+        conn = await client.connection(node)
+        version = conn.version_for(api_key)
+        response = await conn.request(build(version), version)
+        if response.error_code in COORDINATOR_ERRORS:
+            raise KafkaError(response.error_code, f"{what} at broker {node}")
+        return response
+
+    return await client.retry(attempt, attempts=attempts)
 
 
 # -- ListGroups / DescribeGroups / DeleteGroups ------------------------------------------------
@@ -281,20 +315,15 @@ async def list_groups(
     states, types = list(states_filter), list(types_filter)
     L = m.ListGroupsRequest
 
-    async def ask(node: Target) -> Any:
-        async def attempt() -> Any:
-            conn = await client.connection(node)
-            version = conn.version_for(16)
-            if states and version < _LIST_GROUPS_STATES_VERSION:
-                raise UnsupportedVersionError(f"ListGroups v{version} cannot filter by state")
-            if types and version < _LIST_GROUPS_TYPES_VERSION:
-                raise UnsupportedVersionError(f"ListGroups v{version} cannot filter by type")
-            response = await conn.request(L(states_filter=states, types_filter=types), version)
-            if response.error_code in COORDINATOR_ERRORS:
-                raise KafkaError(response.error_code, f"ListGroups at broker {node}")
-            return response
+    def build(version: int) -> Message:
+        if states and version < _LIST_GROUPS_STATES_VERSION:
+            raise UnsupportedVersionError(f"ListGroups v{version} cannot filter by state")
+        if types and version < _LIST_GROUPS_TYPES_VERSION:
+            raise UnsupportedVersionError(f"ListGroups v{version} cannot filter by type")
+        return L(states_filter=states, types_filter=types)
 
-        return await client.retry(attempt, attempts=attempts)
+    async def ask(node: Target) -> Any:
+        return await at_broker(client, node, _LIST_GROUPS_KEY, build, "ListGroups", attempts)
 
     if target is not None:
         return await ask(target)
@@ -330,7 +359,7 @@ async def describe_groups(
     def failed(group: str, code: int) -> Any:
         return R.DescribedGroup(group_id=group, error_code=code)
 
-    return R(groups=await _per_coordinator(client, groups, send, failed, attempts))
+    return R(groups=await per_coordinator(client, groups, send, failed, attempts))
 
 
 async def delete_groups(
@@ -349,7 +378,7 @@ async def delete_groups(
     def failed(group: str, code: int) -> Any:
         return R.DeletableGroupResult(group_id=group, error_code=code)
 
-    return R(results=await _per_coordinator(client, groups, send, failed, attempts))
+    return R(results=await per_coordinator(client, groups, send, failed, attempts))
 
 
 # -- offsets -----------------------------------------------------------------------------------

@@ -43,14 +43,15 @@ from kcore.client.errors import (
     UnsupportedVersionError,
 )
 from kcore.client.groups import (
-    COORDINATOR_ERRORS,
     DEFAULT_ATTEMPTS,
-    Coordinator,
     CoordinatorType,
-    find_coordinators,
+    at_broker,
+    backoff_s,
+    per_coordinator,
 )
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.protocol.messages import Message
 
 __all__ = [
     "TRANSACTION_STATES",
@@ -82,10 +83,6 @@ _LIST_TRANSACTIONS_KEY = 66
 _DURATION_FILTER_VERSION = 1  # ListTransactions v1 (KIP-994)
 
 
-def _backoff(client: KafkaClient, attempt: int) -> float:
-    return min(client.retry_backoff_max, client.retry_backoff * 2 ** (attempt - 1))
-
-
 # -- ListTransactions ----------------------------------------------------------------------------
 
 
@@ -108,25 +105,19 @@ async def list_transactions_by_broker(
     state_filters, pid_filters = list(states), list(producer_ids)
     L = m.ListTransactionsRequest
 
-    async def ask(node: int) -> Any:
-        async def attempt() -> Any:
-            conn = await client.connection(node)
-            version = conn.version_for(_LIST_TRANSACTIONS_KEY)
-            if duration_filter_ms >= 0 and version < _DURATION_FILTER_VERSION:
-                raise UnsupportedVersionError(
-                    f"ListTransactions v{version} cannot filter by duration"
-                )
-            body = L(
-                state_filters=state_filters,
-                producer_id_filters=pid_filters,
-                duration_filter=duration_filter_ms,
-            )
-            response = await conn.request(body, version)
-            if response.error_code in COORDINATOR_ERRORS:
-                raise KafkaError(response.error_code, f"ListTransactions at broker {node}")
-            return response
+    def build(version: int) -> Message:
+        if duration_filter_ms >= 0 and version < _DURATION_FILTER_VERSION:
+            raise UnsupportedVersionError(f"ListTransactions v{version} cannot filter by duration")
+        return L(
+            state_filters=state_filters,
+            producer_id_filters=pid_filters,
+            duration_filter=duration_filter_ms,
+        )
 
-        return await client.retry(attempt, attempts=attempts)
+    async def ask(node: int) -> Any:
+        return await at_broker(
+            client, node, _LIST_TRANSACTIONS_KEY, build, "ListTransactions", attempts
+        )
 
     metadata = await client.refresh_metadata([])
     return {node: await ask(node) for node in sorted(metadata.brokers)}
@@ -181,48 +172,25 @@ async def describe_transactions(
     after ``attempts`` rounds gets that error code; a broker that cannot be reached on the last
     round raises.
     """
-    order = list(dict.fromkeys(transactional_ids))
     R = m.DescribeTransactionsResponse
-    results: dict[str, Any] = {}
-    pending = order
-    for attempt in range(1, attempts + 1):
-        last = attempt == attempts
-        again: list[str] = []
-        try:
-            found = await find_coordinators(client, pending, CoordinatorType.TRANSACTION)
-        except (NetworkError, RequestTimeout):
-            if last:
-                raise
-            found = {t: KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE) for t in pending}
-        by_node: dict[int, list[str]] = {}
-        for tid, coordinator in found.items():
-            if isinstance(coordinator, Coordinator):
-                by_node.setdefault(coordinator.node_id, []).append(tid)
-            elif coordinator.retriable and not last:
-                again.append(tid)
-            else:
-                results[tid] = R.TransactionState(
-                    transactional_id=tid, error_code=int(coordinator.code)
-                )
-        for node, ids in by_node.items():
-            try:
-                body = m.DescribeTransactionsRequest(transactional_ids=ids)
-                answers = (await client.request(node, body)).transaction_states
-            except (NetworkError, RequestTimeout):
-                if last:
-                    raise
-                again += ids
-                continue
-            for item in answers:
-                if item.error_code in COORDINATOR_ERRORS and not last:
-                    again.append(item.transactional_id)
-                else:
-                    results[item.transactional_id] = item
-        if not again:
-            break
-        pending = again
-        await trio.sleep(_backoff(client, attempt))
-    return R(transaction_states=[results[t] for t in order if t in results])
+
+    async def send(node: int, ids: list[str]) -> list[Any]:
+        body = m.DescribeTransactionsRequest(transactional_ids=ids)
+        return (await client.request(node, body)).transaction_states
+
+    def failed(tid: str, code: int) -> Any:
+        return R.TransactionState(transactional_id=tid, error_code=code)
+
+    states = await per_coordinator(
+        client,
+        transactional_ids,
+        send,
+        failed,
+        attempts,
+        CoordinatorType.TRANSACTION,
+        key_of=lambda item: item.transactional_id,
+    )
+    return R(transaction_states=states)
 
 
 # -- DescribeProducers ---------------------------------------------------------------------------
@@ -287,7 +255,7 @@ async def _at_leaders(
         if not again:
             break
         pending = again
-        await trio.sleep(_backoff(client, attempt))
+        await trio.sleep(backoff_s(client, attempt))
     return {tp: results[tp] for tp in order if tp in results}
 
 

@@ -30,11 +30,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import trio
-
 from kcore.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, list_offsets
 from kcore.client.cluster import KafkaClient
-from kcore.client.errors import ClientError
 from kcore.client.groups import (
     decode_assignment,
     delete_groups,
@@ -46,8 +43,9 @@ from kcore.client.groups import (
     offset_fetch,
     offset_fetch_partitions,
 )
+from kcore.commands._common import Refused, error_text, run_command, space_table
 from kcore.protocol import MalformedMessage
-from kcore.protocol.errors import ErrorCode, KafkaError, error_info
+from kcore.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -67,10 +65,6 @@ _REBALANCING = {"PreparingRebalance", "CompletingRebalance", "Assigning", "Recon
 # Offsets may be reset only in these states: no member could overwrite them.
 _INACTIVE = {"Empty", "Dead"}
 _RESET_SPECS = ("to_earliest", "to_latest", "to_current", "to_offset", "to_datetime", "shift_by")
-
-
-class Refused(Exception):
-    """The operation cannot be done; the message is printed and the exit status is 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,20 +134,6 @@ def _usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _error(code: int, message: str | None = None) -> str:
-    name, _, default = error_info(code)
-    return f"{name}: {message or default}"
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Left-aligned columns as wide as their widest cell, one space apart (Kafka's layout)."""
-    cells = [list(headers)] + [["-" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join(
-        " ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
-    )
-
-
 def _parse_topics(specs: Iterable[str]) -> dict[str, list[int] | None]:
     """``["orders:0,2", "audit"]`` → ``{"orders": [0, 2], "audit": None}`` (None: all)."""
     out: dict[str, list[int] | None] = {}
@@ -181,7 +161,7 @@ async def _topic_partitions(
         info = metadata.topics.get(topic)
         if info is None:
             code = metadata.topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            raise Refused(f"Error: topic '{topic}': {_error(code)}")
+            raise Refused(f"Error: topic '{topic}': {error_text(code)}")
         if parts is None:
             parts = sorted(info.partitions)
         missing = [p for p in parts if p not in info.partitions]
@@ -213,7 +193,7 @@ async def _committed(client: KafkaClient, group: str) -> dict[TopicPartition, in
     response = await offset_fetch(client, group)
     top = next((g.error_code for g in response.groups), 0) or response.error_code
     if top and top != ErrorCode.GROUP_ID_NOT_FOUND:
-        raise Refused(f"Error: fetching the offsets of group '{group}': {_error(top)}")
+        raise Refused(f"Error: fetching the offsets of group '{group}': {error_text(top)}")
     return {
         tp: p.committed_offset
         for tp, p in offset_fetch_partitions(response, group).items()
@@ -226,7 +206,7 @@ async def _describe_group(client: KafkaClient, group: str) -> Any:
     if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
         described.group_state = "Dead"
     elif described.error_code:
-        raise Refused(f"Error: describing group '{group}': {_error(described.error_code)}")
+        raise Refused(f"Error: describing group '{group}': {error_text(described.error_code)}")
     return described
 
 
@@ -251,7 +231,7 @@ def _format_assignment(assignment: dict[str, list[int]]) -> str:
 async def _consumer_groups(client: KafkaClient, states: Sequence[str] = ()) -> list[Any]:
     response = await list_groups(client, states_filter=states)
     if response.error_code:
-        raise Refused(f"Error: listing groups: {_error(response.error_code)}")
+        raise Refused(f"Error: listing groups: {error_text(response.error_code)}")
     wanted = {s.lower() for s in states}
     # Kafka's tool lists groups of the consumer protocol, and groups that only hold offsets.
     return sorted(
@@ -281,7 +261,7 @@ async def _list(client: KafkaClient, args: argparse.Namespace) -> int:
             print(g.group_id)
         return 0
     groups = await _consumer_groups(client, _parse_states(args.state))
-    print(_table(["GROUP", "STATE"], [(g.group_id, g.group_state) for g in groups]))
+    print(space_table(["GROUP", "STATE"], [(g.group_id, g.group_state) for g in groups]))
     return 0
 
 
@@ -304,7 +284,7 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
             coordinator = await client.retry(lambda g=group: find_coordinator(client, g))
             print()
             print(
-                _table(
+                space_table(
                     ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                     [
                         (
@@ -347,7 +327,7 @@ def _print_members(group: str, described: Any, verbose: bool) -> None:
             row.append(_format_assignment(assignment))
         rows.append(row)
     print()
-    print(_table([*headers, "ASSIGNMENT"] if verbose else headers, rows))
+    print(space_table([*headers, "ASSIGNMENT"] if verbose else headers, rows))
 
 
 async def _print_offsets(client: KafkaClient, group: str, described: Any) -> None:
@@ -381,7 +361,7 @@ async def _print_offsets(client: KafkaClient, group: str, described: Any) -> Non
         )
     print()
     print(
-        _table(
+        space_table(
             [
                 "GROUP",
                 "TOPIC",
@@ -494,12 +474,12 @@ async def _reset(client: KafkaClient, args: argparse.Namespace) -> int:
             ]
             if failures:
                 for t, p, code in failures:
-                    print(f"Error: committing {t}-{p}: {_error(code)}", file=sys.stderr)
+                    print(f"Error: committing {t}-{p}: {error_text(code)}", file=sys.stderr)
                 status = 1
                 continue
         print()
         print(
-            _table(
+            space_table(
                 ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
                 [(group, t, p, o) for (t, p), o in sorted(offsets.items())],
             )
@@ -519,7 +499,7 @@ async def _delete(client: KafkaClient, args: argparse.Namespace) -> int:
                 print(f"* Group '{r.group_id}' could not be deleted: {why}", file=sys.stderr)
             else:
                 print(
-                    f"* Group '{r.group_id}' could not be deleted due to: {_error(r.error_code)}",
+                    f"* Group '{r.group_id}' could not be deleted due to: {error_text(r.error_code)}",
                     file=sys.stderr,
                 )
     deleted = [r.group_id for r in response.results if not r.error_code]
@@ -540,13 +520,15 @@ async def _delete_offsets(client: KafkaClient, args: argparse.Namespace) -> int:
         )
         return 1
     if response.error_code:
-        print(f"Error: Deletion of offsets failed: {_error(response.error_code)}", file=sys.stderr)
+        print(
+            f"Error: Deletion of offsets failed: {error_text(response.error_code)}", file=sys.stderr
+        )
         return 1
     rows = [
         (
             t.name,
             p.partition_index,
-            f"Error: {_error(p.error_code)}" if p.error_code else "Successful",
+            f"Error: {error_text(p.error_code)}" if p.error_code else "Successful",
         )
         for t in sorted(response.topics, key=lambda t: t.name)
         for p in sorted(t.partitions, key=lambda p: p.partition_index)
@@ -557,37 +539,21 @@ async def _delete_offsets(client: KafkaClient, args: argparse.Namespace) -> int:
     else:
         print(f"Request succeed for deleting offsets from group '{group}'.")
     print()
-    print(_table(["TOPIC", "PARTITION", "STATUS"], rows))
+    print(space_table(["TOPIC", "PARTITION", "STATUS"], rows))
     return 1 if failed else 0
 
 
-async def _run(args: argparse.Namespace) -> int:
-    async with KafkaClient(
-        args.bootstrap_server,
-        client_id="kcore-consumer-groups",
-        request_timeout=args.timeout / 1000,
-    ) as client:
-        if args.list:
-            return await _list(client, args)
-        if args.describe:
-            return await _describe(client, args)
-        if args.reset_offsets:
-            return await _reset(client, args)
-        if args.delete:
-            return await _delete(client, args)
-        return await _delete_offsets(client, args)
+async def _action(client: KafkaClient, args: argparse.Namespace) -> int:
+    if args.list:
+        return await _list(client, args)
+    if args.describe:
+        return await _describe(client, args)
+    if args.reset_offsets:
+        return await _reset(client, args)
+    if args.delete:
+        return await _delete(client, args)
+    return await _delete_offsets(client, args)
 
 
 def main(args: argparse.Namespace) -> int:
-    problem = _usage(args)
-    if problem is not None:
-        print(f"kcore consumer-groups: {problem}", file=sys.stderr)
-        return 2
-    try:
-        return trio.run(_run, args)
-    except Refused as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (ClientError, KafkaError) as e:
-        print(f"kcore consumer-groups: {e}", file=sys.stderr)
-        return 1
+    return run_command("consumer-groups", args, _usage, _action)

@@ -30,10 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterable, Sequence
 from typing import Any
-
-import trio
 
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
@@ -48,7 +45,8 @@ from kcore.client.transactions import (
     list_transactions_by_broker,
     write_txn_markers_error,
 )
-from kcore.protocol.errors import ErrorCode, KafkaError, error_info
+from kcore.commands._common import Refused, error_text, run_command, tab_table
+from kcore.protocol.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
 
@@ -56,10 +54,6 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15  # Kafka's transaction.max.timeout.ms, 
 # DescribeProducers requests of find-hanging carry at most this many partitions each, so a
 # broker with thousands of partitions is not asked everything in one request (Kafka: 500).
 MAX_PARTITIONS_PER_REQUEST = 500
-
-
-class Refused(Exception):
-    """The operation cannot be done; the message is printed and the exit status is 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,20 +132,6 @@ def _usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _error(code: int, message: str | None = None) -> str:
-    name, _, default = error_info(code)
-    return f"{name}: {message or default}"
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Kafka's layout: every cell padded to its column's width, then a tab."""
-    cells = [list(headers)] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join(
-        "".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) for r in cells
-    )
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -181,13 +161,13 @@ async def _list(client: KafkaClient, args: argparse.Namespace) -> int:
     for broker, response in by_broker.items():
         if response.error_code:
             print(
-                f"Failed to list transactions at broker {broker}: {_error(response.error_code)}",
+                f"Failed to list transactions at broker {broker}: {error_text(response.error_code)}",
                 file=sys.stderr,
             )
             status = 1
         for t in sorted(response.transaction_states, key=lambda t: t.transactional_id):
             rows.append((t.transactional_id, broker, t.producer_id, t.transaction_state))
-    print(_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows))
+    print(tab_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows))
     return status
 
 
@@ -205,7 +185,7 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
     except (KafkaError, ClientError) as e:
         raise Refused(f"{failure}: {e}") from None
     if state.error_code:
-        raise Refused(f"{failure}: {_error(state.error_code)}")
+        raise Refused(f"{failure}: {error_text(state.error_code)}")
     if state.transaction_start_time_ms >= 0:
         start = str(state.transaction_start_time_ms)
         duration = str(_now_ms() - state.transaction_start_time_ms)
@@ -238,7 +218,7 @@ async def _describe(client: KafkaClient, args: argparse.Namespace) -> int:
         duration,
         partitions,
     )
-    print(_table(headers, [row]))
+    print(tab_table(headers, [row]))
     return 0
 
 
@@ -254,7 +234,7 @@ async def _describe_producers(client: KafkaClient, args: argparse.Namespace) -> 
     except (KafkaError, ClientError) as e:
         raise Refused(f"{failure}: {e}") from None
     if answer.error_code:
-        raise Refused(f"{failure}: {_error(answer.error_code, answer.error_message)}")
+        raise Refused(f"{failure}: {error_text(answer.error_code, answer.error_message)}")
     headers = [
         "ProducerId",
         "ProducerEpoch",
@@ -274,7 +254,7 @@ async def _describe_producers(client: KafkaClient, args: argparse.Namespace) -> 
         )
         for s in answer.active_producers
     ]
-    print(_table(headers, rows))
+    print(tab_table(headers, rows))
     return 0
 
 
@@ -315,7 +295,7 @@ async def _abort(client: KafkaClient, args: argparse.Namespace) -> int:
         raise Refused(f"Failed to abort transaction {spec}: {e}") from None
     code = write_txn_markers_error(response)
     if code:
-        raise Refused(f"Failed to abort transaction {spec}: {_error(code)}")
+        raise Refused(f"Failed to abort transaction {spec}: {error_text(code)}")
     print(f"Aborted the transaction of {spec}.")
     return 0
 
@@ -332,7 +312,7 @@ async def _partitions_to_search(
     metadata = await client.refresh_metadata(None if args.topic is None else [args.topic])
     if args.topic is not None and args.topic not in metadata.topics:
         code = metadata.topic_errors.get(args.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        raise Refused(f"Failed to describe topic {args.topic}: {_error(code)}")
+        raise Refused(f"Failed to describe topic {args.topic}: {error_text(code)}")
     names = [args.topic] if args.topic is not None else sorted(metadata.topics)
     return [
         (name, p.partition)
@@ -357,7 +337,7 @@ async def _open_transactions(
                 where = "" if args.broker_id is None else f" on broker {args.broker_id}"
                 raise Refused(
                     f"Failed to describe producers for {tp[0]}-{tp[1]}{where}: "
-                    f"{_error(answer.error_code, answer.error_message)}"
+                    f"{error_text(answer.error_code, answer.error_message)}"
                 )
             for state in answer.active_producers:
                 if (
@@ -392,7 +372,9 @@ async def _find_hanging(client: KafkaClient, args: argparse.Namespace) -> int:
                     and d.error_code
                     and d.error_code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
                 ):
-                    raise Refused(f"Failed to describe transaction {tid}: {_error(d.error_code)}")
+                    raise Refused(
+                        f"Failed to describe transaction {tid}: {error_text(d.error_code)}"
+                    )
                 if d is None or d.error_code:  # no coordinator knows the producer id
                     hanging.append((tp, state))
                     continue
@@ -428,36 +410,22 @@ async def _find_hanging(client: KafkaClient, args: argparse.Namespace) -> int:
         )
         for tp, s in hanging
     ]
-    print(_table(headers, rows))
+    print(tab_table(headers, rows))
     return 0
 
 
-async def _run(args: argparse.Namespace) -> int:
-    async with KafkaClient(
-        args.bootstrap_server,
-        client_id="kcore-transactions",
-        request_timeout=args.timeout / 1000,
-    ) as client:
-        action = {
-            "list": _list,
-            "describe": _describe,
-            "describe-producers": _describe_producers,
-            "abort": _abort,
-            "find-hanging": _find_hanging,
-        }[args.action]
-        return await action(client, args)
+_ACTIONS = {
+    "list": _list,
+    "describe": _describe,
+    "describe-producers": _describe_producers,
+    "abort": _abort,
+    "find-hanging": _find_hanging,
+}
+
+
+async def _action(client: KafkaClient, args: argparse.Namespace) -> int:
+    return await _ACTIONS[args.action](client, args)
 
 
 def main(args: argparse.Namespace) -> int:
-    problem = _usage(args)
-    if problem is not None:
-        print(f"kcore transactions: {problem}", file=sys.stderr)
-        return 2
-    try:
-        return trio.run(_run, args)
-    except Refused as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (ClientError, KafkaError) as e:
-        print(f"kcore transactions: {e}", file=sys.stderr)
-        return 1
+    return run_command("transactions", args, _usage, _action)

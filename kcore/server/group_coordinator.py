@@ -27,13 +27,14 @@ groups; this shell gives it what it cannot have by itself:
   because a request can move the next deadline earlier.
 * **waiting.** JoinGroup and SyncGroup are answered by a callback, possibly much later (when the
   rebalance completes); :meth:`deferred` turns that callback into an awaitable.
+
+The mechanics shared by both coordinators' shells (appending, waiting for the high
+watermark, the leadership diff and loading, the timer loop) live in
+:mod:`kcore.server.coordinator_shell`; this module keeps what is particular to this coordinator.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,21 +42,11 @@ import trio
 
 from kcore.coordinator.group import records as group_records
 from kcore.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from kcore.log.partition_log import FetchIsolation
-from kcore.log.producer_state import AppendOrigin
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import iter_batches
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.record.records import RecordBatchBuilder
+from kcore.server.coordinator_shell import CoordinatorShell, now_ms
 from kcore.server.internal_topics import CONSUMER_OFFSETS
-
-log = logging.getLogger(__name__)
-
-LOAD_READ_BYTES = 1 << 20
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def group_config(config) -> GroupConfig:
@@ -72,36 +63,27 @@ def group_config(config) -> GroupConfig:
     )
 
 
-class GroupCoordinatorService:
+class GroupCoordinatorService(CoordinatorShell):
     """See the module docstring. ``broker`` gives the replica manager, config and purgatory."""
 
+    topic = CONSUMER_OFFSETS
+    name = "group coordinator"
+
     def __init__(self, broker) -> None:
-        self.broker = broker
+        super().__init__(broker)
         self.core = GroupCoordinator(group_config(broker.config), self._append)
         self._commit_timeout_s = broker.config.value("offsets.commit.timeout.ms") / 1000
-        self._wake = trio.Event()
-        self._led: dict[int, int] = {}  # partition -> leader epoch being served or loaded
-        self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
-        self._written: list[tuple[int, int]] | None = None  # appends of the running call()
-        self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
         # Set by the transactions code: async (TxnOffsetCommitRequest, version) -> ErrorCode,
         # KIP-890's check that the offsets partition is in the producer's transaction.
         self.verify_txn_offset_commit: Callable[[Any, int], Awaitable[ErrorCode]] | None = None
 
     # -- what the handlers use ----------------------------------------------------------------
 
-    def kick(self) -> None:
-        """A request may have moved the next deadline earlier: let the timer look again."""
-        self._wake.set()
-
     async def call(self, operation: Callable[[int], Any]) -> Any:
         """Run ``operation(now_ms)`` on the core and answer once what it wrote is durable."""
-        written = self._written = []
-        response = operation(now_ms())
-        self._written = None
-        self.kick()
-        if written:
-            await self._durable(response, dict(written))
+        response, ends = self._run_on_core(operation)
+        if ends:
+            await self._durable(response, ends)
         return response
 
     async def deferred(self, start: Callable[[int, Callable[[Any], None]], None]) -> Any:
@@ -140,9 +122,7 @@ class GroupCoordinatorService:
         A transactional batch carries the producer's id and epoch and base sequence 0 (Kafka's
         coordinators write 0; the log validates no sequence for a COORDINATOR append, and the
         batch opens the producer's transaction in this partition until its marker)."""
-        if not records:
-            return
-        now = now_ms()
+        builder = None
         if transactional:
             builder = RecordBatchBuilder(
                 producer_id=producer_id,
@@ -150,111 +130,18 @@ class GroupCoordinatorService:
                 base_sequence=0,
                 is_transactional=True,
             )
-        else:
-            builder = RecordBatchBuilder()
-        for record in records:
-            key, value = group_records.encode(record)
-            builder.append(now, key, value)
-        info = self.broker.replica_manager.append_records(
-            CONSUMER_OFFSETS,
-            partition,
-            builder.build(),
-            required_acks=-1,
-            now_ms=now,
-            origin=AppendOrigin.COORDINATOR,
-        )
-        end = info.last_offset + 1
-        self._appended_end[partition] = end
-        if self._written is not None:
-            self._written.append((partition, end))
+        self._append_batch(partition, records, group_records.encode, builder)
 
     async def _durable(self, response: Any, ends: dict[int, int]) -> None:
         """Wait until each partition's high watermark reaches its end in ``ends``; on timeout
         the response says REQUEST_TIMED_OUT (the client retries)."""
-        replicas = self.broker.replica_manager
-
-        def pending() -> list[int]:
-            out = []
-            for p, end in ends.items():
-                partition = replicas.partitions.get((CONSUMER_OFFSETS, p))
-                if partition is not None and partition.log.high_watermark < end:
-                    out.append(p)
-            return out
-
-        waiting = pending()  # a single replica: already durable, no timer needed
-        if not waiting:
-            return
-        with trio.move_on_after(self._commit_timeout_s):
-            while waiting:
-                await self.broker.purgatory.wait(
-                    [(CONSUMER_OFFSETS, p) for p in waiting], self._commit_timeout_s
-                )
-                waiting = pending()
-            return
-        _mark_timed_out(response)
+        if not await self._wait_written(ends, self._commit_timeout_s):
+            _mark_timed_out(response)
 
     # -- partitions ---------------------------------------------------------------------------
 
-    def leadership_changed(self) -> None:
-        """Called by the broker after each metadata change that touched partitions."""
-        led = {
-            index: partition.state.leader_epoch
-            for (topic, index), partition in self.broker.replica_manager.partitions.items()
-            if topic == CONSUMER_OFFSETS and partition.is_leader
-        }
-        for index, epoch in list(self._led.items()):
-            if led.get(index) != epoch:
-                del self._led[index]
-                self._appended_end.pop(index, None)
-                self.core.unload(index)
-                log.info("group coordinator: unloaded %s-%d", CONSUMER_OFFSETS, index)
-        for index, epoch in led.items():
-            if index not in self._led:
-                self._led[index] = epoch
-                self.core.begin_loading(index)
-                self._load_send.send_nowait((index, epoch))
-        self.kick()
-
-    async def _loader(self) -> None:
-        async for index, epoch in self._load_receive:
-            if self._led.get(index) != epoch:
-                continue  # lost (or re-won) since it was queued
-            try:
-                await self._load(index, epoch)
-            except Exception:
-                log.exception("group coordinator: loading %s-%d failed", CONSUMER_OFFSETS, index)
-
-    async def _load(self, index: int, epoch: int) -> None:
-        started = time.monotonic()
-        partition = self.broker.replica_manager.partitions.get((CONSUMER_OFFSETS, index))
-        if partition is None:
-            return
-        plog = partition.log
-        offset = plog.log_start_offset
-        count = 0
-        # Up to the log end as it is now, not as it was when loading started: WriteTxnMarkers
-        # may append a marker meanwhile (the core leaves it to us while loading). Nothing runs
-        # between the last check and finish_loading.
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, LOAD_READ_BYTES, FetchIsolation.LOG_END)
-            if not data.records:
-                break
-            for file_slice in data.records:
-                for batch in iter_batches(file_slice.read()):
-                    offset = batch.last_offset + 1
-                    count += self._replay_batch(index, batch)
-            await trio.sleep(0)  # other requests run between chunks
-            if self._led.get(index) != epoch:
-                return  # leadership moved while loading; unload already happened
-        self.core.finish_loading(index, now_ms())
-        self.kick()
-        log.info(
-            "group coordinator: loaded %s-%d (%d records) in %.0f ms",
-            CONSUMER_OFFSETS,
-            index,
-            count,
-            (time.monotonic() - started) * 1000,
-        )
+    def _begin_loading(self, index: int, epoch: int) -> None:
+        self.core.begin_loading(index)
 
     def _replay_batch(self, index: int, batch) -> int:
         """Replay one batch of ``__consumer_offsets-<index>``; returns the records replayed."""
@@ -283,20 +170,7 @@ class GroupCoordinatorService:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._loader)
             task_status.started()
-            while True:
-                self._wake = trio.Event()
-                deadline = self.core.next_deadline_ms()
-                now = now_ms()
-                if deadline is not None and deadline <= now:
-                    try:
-                        self.core.tick(now)
-                    except Exception:
-                        log.exception("group coordinator: tick failed")
-                        await trio.sleep(0.1)
-                    continue
-                timeout = math.inf if deadline is None else (deadline - now) / 1000
-                with trio.move_on_after(timeout):
-                    await self._wake.wait()
+            await self._run_timer()
 
 
 def _mark_timed_out(response: Any) -> None:

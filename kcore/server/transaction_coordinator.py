@@ -32,6 +32,10 @@ transactions (its package docstring is the contract this shell keeps); the shell
   without a leader, a lost connection or a timeout is a retriable error, retried after
   ``retry_backoff_ms``.
 
+The mechanics shared by both coordinators' shells (appending, waiting for the high
+watermark, the leadership diff and loading, the timer loop) live in
+:mod:`kcore.server.coordinator_shell`; this module keeps what is particular to this coordinator.
+
 The core is synchronous and every call to it happens between two checkpoints of this one Trio
 thread, so no lock is needed: an ``append`` never awaits.
 """
@@ -39,8 +43,6 @@ thread, so no lock is needed: an ``append`` never awaits.
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -57,18 +59,15 @@ from kcore.coordinator.transaction import (
     encode,
     errors_from_marker_result,
 )
-from kcore.log.partition_log import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import iter_batches
 from kcore.record.control import build_end_txn_marker_batch
-from kcore.record.records import RecordBatchBuilder
+from kcore.server.coordinator_shell import CoordinatorShell, now_ms, wait_durable
 from kcore.server.internal_topics import CONSUMER_OFFSETS, GROUP
 
 log = logging.getLogger(__name__)
 
-LOAD_READ_BYTES = 1 << 20
 # Kafka bounds coordinator appends and inter-broker marker requests by request.timeout.ms
 # (30 s by default); kcore has no such broker key, so the default is used.
 APPEND_TIMEOUT_S = 30.0
@@ -78,10 +77,6 @@ PREFETCH_AT_FRACTION = 0.9
 PRODUCER_ID_RETRY_S = 0.1
 
 _WTM = m.WriteTxnMarkersResponse
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def transaction_config(config) -> TransactionConfig:
@@ -241,7 +236,7 @@ async def write_txn_markers(
         results.append(
             _WTM.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topic_results)
         )
-    await _wait_for_high_watermarks(broker, [(t, p, end) for t, p, end, _, _ in waits], timeout_s)
+    await wait_durable(broker, [(t, p, end) for t, p, end, _, _ in waits], timeout_s)
     for topic, index, end, entry, marker in waits:
         partition = replicas.partitions.get((topic, index))
         if partition is None or partition.log.high_watermark < end:
@@ -266,40 +261,18 @@ def _complete_offsets(broker, index: int, marker) -> None:
     broker.group_coordinator.kick()
 
 
-async def _wait_for_high_watermarks(
-    broker, waits: list[tuple[str, int, int]], timeout_s: float
-) -> bool:
-    """Wait until each (topic, partition)'s high watermark reaches its end offset, at most
-    ``timeout_s``; True when all did. A partition no longer hosted is not waited for."""
-    replicas = broker.replica_manager
-
-    def pending() -> list[tuple[str, int]]:
-        out = []
-        for topic, index, end in waits:
-            partition = replicas.partitions.get((topic, index))
-            if partition is not None and partition.log.high_watermark < end:
-                out.append((topic, index))
-        return out
-
-    waiting = pending()  # a single replica: already durable, no timer needed
-    if not waiting:
-        return True
-    with trio.move_on_after(timeout_s):
-        while waiting:
-            await broker.purgatory.wait(waiting, timeout_s)
-            waiting = pending()
-    return not waiting
-
-
 # -- the service ------------------------------------------------------------------------------
 
 
-class TransactionCoordinatorService:
+class TransactionCoordinatorService(CoordinatorShell):
     """See the module docstring. ``broker`` gives the replica manager, config, metadata image
     and purgatory."""
 
+    topic = TRANSACTION_STATE
+    name = "transaction coordinator"
+
     def __init__(self, broker) -> None:
-        self.broker = broker
+        super().__init__(broker)
         self.producer_ids = ProducerIdSupply(broker)
         self.core = TransactionCoordinator(
             transaction_config(broker.config),
@@ -307,37 +280,18 @@ class TransactionCoordinatorService:
             next_producer_id=self.producer_ids.next_producer_id,
             group_partition=lambda group: broker.internal_topics.partition_for(GROUP, group),
         )
-        self._wake = trio.Event()
-        self._led: dict[int, int] = {}  # partition -> leader epoch being served or loaded
-        self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
-        self._written: list[tuple[int, int]] | None = None  # appends of the running call()
-        self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
         self._clients: dict[int, tuple[tuple[str, int], KafkaClient]] = {}
         self._nursery: trio.Nursery | None = None
 
     # -- what the handlers use ----------------------------------------------------------------
 
-    def kick(self) -> None:
-        """A request may have queued markers or moved the next deadline: look again."""
-        self._wake.set()
-
     async def call(self, operation: Callable[[int], Any]) -> Any:
         """Run ``operation(now_ms)`` on the core and answer once what it wrote is durable; if
         that takes longer than :data:`APPEND_TIMEOUT_S`, the response says
         COORDINATOR_NOT_AVAILABLE (the client retries)."""
-        written = self._written = []
-        try:
-            response = operation(now_ms())
-        finally:
-            self._written = None
-        self.kick()
-        if written:
-            ends: dict[int, int] = {}
-            for partition, end in written:
-                ends[partition] = max(end, ends.get(partition, 0))
-            waits = [(TRANSACTION_STATE, p, end) for p, end in ends.items()]
-            if not await _wait_for_high_watermarks(self.broker, waits, APPEND_TIMEOUT_S):
-                _mark_failed(response, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        response, ends = self._run_on_core(operation)
+        if ends and not await self._wait_written(ends, APPEND_TIMEOUT_S):
+            _mark_failed(response, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return response
 
     async def verify_txn_offset_commit(
@@ -403,93 +357,23 @@ class TransactionCoordinatorService:
 
     def _append(self, partition: int, entries: list) -> None:
         """The core's ``append``: one batch, synchronously; KafkaError when refused."""
-        if not entries:
-            return
-        now = now_ms()
-        builder = RecordBatchBuilder()
-        for entry in entries:
-            key, value = encode(entry)
-            builder.append(now, key, value)
-        info = self.broker.replica_manager.append_records(
-            TRANSACTION_STATE,
-            partition,
-            builder.build(),
-            required_acks=-1,
-            now_ms=now,
-            origin=AppendOrigin.COORDINATOR,
-        )
-        end = info.last_offset + 1
-        self._appended_end[partition] = end
-        if self._written is not None:
-            self._written.append((partition, end))
+        self._append_batch(partition, entries, encode)
 
     # -- partitions ---------------------------------------------------------------------------
 
-    def leadership_changed(self) -> None:
-        """Called by the broker after each metadata change that touched partitions."""
-        led = {
-            index: partition.state.leader_epoch
-            for (topic, index), partition in self.broker.replica_manager.partitions.items()
-            if topic == TRANSACTION_STATE and partition.is_leader
-        }
-        for index, epoch in list(self._led.items()):
-            if led.get(index) != epoch:
-                del self._led[index]
-                self._appended_end.pop(index, None)
-                self.core.unload(index)
-                log.info("transaction coordinator: unloaded %s-%d", TRANSACTION_STATE, index)
-        for index, epoch in led.items():
-            if index not in self._led:
-                self._led[index] = epoch
-                self.core.begin_loading(index, epoch)
-                self._load_send.send_nowait((index, epoch))
-        self.kick()
+    def _begin_loading(self, index: int, epoch: int) -> None:
+        self.core.begin_loading(index, epoch)  # the leader epoch is the coordinator epoch
 
-    async def _loader(self) -> None:
-        async for index, epoch in self._load_receive:
-            if self._led.get(index) != epoch:
-                continue  # lost (or re-won) since it was queued
-            try:
-                await self._load(index, epoch)
-            except Exception:
-                log.exception(
-                    "transaction coordinator: loading %s-%d failed", TRANSACTION_STATE, index
-                )
-
-    async def _load(self, index: int, epoch: int) -> None:
-        started = time.monotonic()
-        partition = self.broker.replica_manager.partitions.get((TRANSACTION_STATE, index))
-        if partition is None:
-            return
-        plog = partition.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
+    def _replay_batch(self, index: int, batch) -> int:
+        """Replay one batch of ``__transaction_state-<index>``; returns the records replayed.
+        The topic holds no transactions of its own, so a control batch carries nothing."""
+        if batch.is_control:
+            return 0
         count = 0
-        while offset < end:
-            data = plog.read(offset, LOAD_READ_BYTES, FetchIsolation.LOG_END)
-            if not data.records:
-                break
-            for file_slice in data.records:
-                for batch in iter_batches(file_slice.read()):
-                    offset = batch.last_offset + 1
-                    if batch.is_control:
-                        continue
-                    for record in batch.records():
-                        self.core.replay(index, decode(record.key, record.value))
-                        count += 1
-            await trio.sleep(0)  # other requests run between chunks
-            if self._led.get(index) != epoch:
-                return  # leadership moved while loading; unload already happened
-        self.core.finish_loading(index, now_ms())
-        self.kick()
-        log.info(
-            "transaction coordinator: loaded %s-%d (%d records, coordinator epoch %d) in %.0f ms",
-            TRANSACTION_STATE,
-            index,
-            count,
-            epoch,
-            (time.monotonic() - started) * 1000,
-        )
+        for record in batch.records():
+            self.core.replay(index, decode(record.key, record.value))
+            count += 1
+        return count
 
     # -- the clock and the markers ------------------------------------------------------------
 
@@ -500,19 +384,7 @@ class TransactionCoordinatorService:
                 nursery.start_soon(self._loader)
                 await nursery.start(self.producer_ids.run)
                 task_status.started()
-                while True:
-                    self._wake = trio.Event()
-                    now = now_ms()
-                    if self.core.next_deadline_ms() <= now:
-                        try:
-                            self.core.tick(now)
-                        except Exception:
-                            log.exception("transaction coordinator: tick failed")
-                            await trio.sleep(0.1)
-                    self._send_due_markers(now)
-                    timeout = max(self.core.next_deadline_ms() - now_ms(), 0) / 1000
-                    with trio.move_on_after(timeout):
-                        await self._wake.wait()
+                await self._run_timer()
         finally:
             self._nursery = None
             with trio.CancelScope(shield=True):
@@ -520,7 +392,11 @@ class TransactionCoordinatorService:
                     await client.aclose()
                 self._clients.clear()
 
+    def _after_tick(self, now: int) -> None:
+        self._send_due_markers(now)
+
     def _send_due_markers(self, now: int) -> None:
+        """Send the marker work that is due (after every wake-up of the timer)."""
         markers = self.core.drain_markers(now)
         if markers and self._nursery is not None:
             self._nursery.start_soon(self._send_markers, markers)
@@ -535,7 +411,7 @@ class TransactionCoordinatorService:
             if end is not None:
                 waits.append((TRANSACTION_STATE, partition, end))
         errors: dict[str, dict[tuple[str, int], int]] = {mk.transactional_id: {} for mk in markers}
-        if waits and not await _wait_for_high_watermarks(self.broker, waits, APPEND_TIMEOUT_S):
+        if waits and not await wait_durable(self.broker, waits, APPEND_TIMEOUT_S):
             for marker in markers:
                 errors[marker.transactional_id] = dict.fromkeys(
                     marker.partitions, int(ErrorCode.REQUEST_TIMED_OUT)

@@ -22,6 +22,9 @@ for every Empty group left with no offsets.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kcore.coordinator.group.group import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,
@@ -75,6 +78,45 @@ def java_length(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def commit_records(
+    req,
+    codes: dict[tuple[int, int], ErrorCode],
+    metadata_max_bytes: int,
+    *,
+    with_leader_epoch: bool,
+    commit_timestamp: Callable[[Any], int],
+    expire_timestamp: int = -1,
+) -> list[OffsetCommitRecord]:
+    """The records an OffsetCommit or TxnOffsetCommit request ``req`` writes, in its order.
+
+    Sets ``codes[topic index, partition index]``: OFFSET_METADATA_TOO_LARGE for a partition
+    whose metadata is longer than ``metadata_max_bytes`` (it gets no record), NONE for the
+    others. The leader epoch is kept only ``with_leader_epoch`` (the request's version has the
+    field); ``commit_timestamp(partition)`` gives each record's commit time.
+    """
+    records = []
+    for ti, t in enumerate(req.topics):
+        for pi, p in enumerate(t.partitions):
+            metadata = p.committed_metadata
+            if metadata is not None and java_length(metadata) > metadata_max_bytes:
+                codes[ti, pi] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            codes[ti, pi] = E.NONE
+            records.append(
+                OffsetCommitRecord(
+                    group=req.group_id,
+                    topic=t.name,
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if with_leader_epoch else -1,
+                    metadata=metadata or "",
+                    commit_timestamp=commit_timestamp(p),
+                    expire_timestamp=expire_timestamp,
+                )
+            )
+    return records
+
+
 class OffsetsMixin:
     """OffsetCommit / OffsetFetch / OffsetDelete and expiration for :class:`GroupCoordinator`."""
 
@@ -121,35 +163,18 @@ class OffsetsMixin:
         # expire timestamp (written as OffsetCommitValue v1).
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         expire = -1 if retention == -1 else now_ms + retention
-        records = []
-        for ti, t in enumerate(req.topics):
-            for pi, p in enumerate(t.partitions):
-                metadata = p.committed_metadata
-                if (
-                    metadata is not None
-                    and java_length(metadata) > self.config.offset_metadata_max_bytes
-                ):
-                    codes[ti, pi] = E.OFFSET_METADATA_TOO_LARGE
-                    continue
-                codes[ti, pi] = E.NONE
-                records.append(
-                    OffsetCommitRecord(
-                        group=req.group_id,
-                        topic=t.name,
-                        partition=p.partition_index,
-                        offset=p.committed_offset,
-                        # Fields absent from the request's version are ignored, even if set.
-                        leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                        metadata=metadata or "",
-                        # Only v1 carries a client-chosen commit timestamp.
-                        commit_timestamp=(
-                            p.commit_timestamp
-                            if version == 1 and p.commit_timestamp != -1
-                            else now_ms
-                        ),
-                        expire_timestamp=expire,
-                    )
-                )
+        records = commit_records(
+            req,
+            codes,
+            self.config.offset_metadata_max_bytes,
+            # Fields absent from the request's version are ignored, even if set.
+            with_leader_epoch=version >= 6,
+            # Only v1 carries a client-chosen commit timestamp.
+            commit_timestamp=lambda p: (
+                p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now_ms
+            ),
+            expire_timestamp=expire,
+        )
         if records:
             try:
                 self._append(self.partition_for(req.group_id), records)

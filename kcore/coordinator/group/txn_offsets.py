@@ -36,7 +36,7 @@ counter orders records exactly as their log offsets would.
 from __future__ import annotations
 
 from kcore.coordinator.group.group import ClassicGroup, CommittedOffset
-from kcore.coordinator.group.offsets import java_length, validate_offset_commit
+from kcore.coordinator.group.offsets import commit_records, validate_offset_commit
 from kcore.coordinator.group.records import OffsetCommitRecord
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -166,28 +166,13 @@ class TxnOffsetsMixin:
             if error:
                 return response(error)
 
-        records = []
-        for ti, t in enumerate(req.topics):
-            for pi, p in enumerate(t.partitions):
-                metadata = p.committed_metadata
-                if (
-                    metadata is not None
-                    and java_length(metadata) > self.config.offset_metadata_max_bytes
-                ):
-                    codes[ti, pi] = E.OFFSET_METADATA_TOO_LARGE
-                    continue
-                codes[ti, pi] = E.NONE
-                records.append(
-                    OffsetCommitRecord(
-                        group=req.group_id,
-                        topic=t.name,
-                        partition=p.partition_index,
-                        offset=p.committed_offset,
-                        leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                        metadata=metadata or "",
-                        commit_timestamp=now_ms,
-                    )
-                )
+        records = commit_records(
+            req,
+            codes,
+            self.config.offset_metadata_max_bytes,
+            with_leader_epoch=version >= 2,
+            commit_timestamp=lambda p: now_ms,
+        )
         partition = self.partition_for(req.group_id)
         if records:
             try:
