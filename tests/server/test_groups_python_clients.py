@@ -189,3 +189,38 @@ def test_three_clients_share_one_group(cluster):
         stop.set()
         for t in threads:
             t.join(30)
+
+
+def test_kafka_python_admin_lists_describes_alters_and_deletes_group_offsets(cluster):
+    """kafka-python's KafkaAdminClient over the group APIs: ListGroups, DescribeGroups,
+    OffsetFetch, OffsetCommit (alter), OffsetDelete and DeleteGroups."""
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    topic, group = _name("kpadmin"), _name("g")
+    cluster.create_topic(topic, partitions=2)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.alter_group_offsets(
+            group,
+            {
+                KTopicPartition(topic, 0): OffsetAndMetadata(5, "", None),
+                KTopicPartition(topic, 1): OffsetAndMetadata(7, "", None),
+            },
+        )
+        assert group in {g["group_id"] for g in admin.list_groups()}
+        described = admin.describe_groups([group])[group]
+        assert described["group_state"] == "Empty" and not described["members"]
+
+        offsets = admin.list_group_offsets({group: None})[group]
+        assert {tp.partition: om.offset for tp, om in offsets.items()} == {0: 5, 1: 7}
+
+        deleted = admin.delete_group_offsets(group, [KTopicPartition(topic, 0)])
+        assert deleted[KTopicPartition(topic, 0)].errno == 0
+        offsets = admin.list_group_offsets({group: None})[group]
+        assert {tp.partition: om.offset for tp, om in offsets.items()} == {1: 7}
+
+        admin.delete_groups([group])
+        assert group not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()

@@ -255,3 +255,38 @@ def test_confluent_transactions_send_offsets_commits_the_offsets_with_the_transa
     finally:
         check.close()
     assert _read_all(cluster, sink, "read_committed", 2) == ["R0", "R1"]
+
+
+def test_list_offsets_read_committed_answers_the_last_stable_offset(cluster):
+    """A read_committed consumer's high watermark (ListOffsets latest) is the LSO: it stops at
+    the first record of an open transaction, and reaches the log end once it commits."""
+    topic = _name("lso")
+    cluster.create_topic(topic, partitions=1)
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    plain.produce(topic, value=b"before")
+    assert plain.flush(30) == 0
+
+    def high(isolation: str) -> int:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": _name("g"),
+                "isolation.level": isolation,
+            }
+        )
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        finally:
+            consumer.close()
+
+    producer = _producer(cluster, _name("tid"))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    _send(producer, topic, ["t1", "t2"])
+    assert high("read_uncommitted") == 3
+    assert high("read_committed") == 1  # the open transaction starts at offset 1
+    producer.commit_transaction(30)
+    deadline = time.monotonic() + 10
+    while high("read_committed") != 4 and time.monotonic() < deadline:  # + the COMMIT marker
+        time.sleep(0.05)
+    assert high("read_committed") == high("read_uncommitted") == 4
