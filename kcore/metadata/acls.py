@@ -24,14 +24,18 @@ __all__ = [
     "AclBindingFilter",
     "AclOperation",
     "AclPermissionType",
+    "CLUSTER_RESOURCE_NAME",
     "PatternType",
     "ResourceType",
     "WILDCARD_RESOURCE",
     "create_acls",
     "delete_acls",
+    "operations_bitfield",
+    "supported_operations",
 ]
 
 WILDCARD_RESOURCE = "*"
+CLUSTER_RESOURCE_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
 
 
 class _Coded(enum.IntEnum):
@@ -87,6 +91,48 @@ class AclPermissionType(_Coded):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+_SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+        AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (
+        AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.TWO_PHASE_COMMIT,
+    ),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+    # spec M-94: the operations a mirror's ACLs grant (kafka-acls.sh --cluster-mirror)
+    ResourceType.CLUSTER_MIRROR: (
+        AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.DELETE,
+        AclOperation.ALTER_CONFIGS, AclOperation.DESCRIBE_CONFIGS,
+    ),
+}  # fmt: skip
+
+
+def supported_operations(resource_type: int) -> tuple[AclOperation, ...]:
+    """The operations that apply to a resource type (Kafka's ``AclEntry.supportedOperations``):
+    the bits an ``authorized_operations`` field may hold. Empty for UNKNOWN / ANY."""
+    return _SUPPORTED_OPERATIONS.get(ResourceType.of(resource_type), ())
+
+
+def operations_bitfield(operations) -> int:
+    """``authorized_operations`` as Kafka encodes it: bit ``1 << op`` per operation."""
+    bits = 0
+    for op in operations:
+        bits |= 1 << int(op)
+    return bits
 
 
 def invalid_value(message: str) -> KafkaError:

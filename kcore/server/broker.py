@@ -27,7 +27,7 @@ start scans nothing. A plain cancellation skips the draining but still closes th
 
 Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
 ``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``,
-``transaction_coordinator``, ``internal_topics``,
+``transaction_coordinator``, ``internal_topics``, ``authorizer`` (None: no authorizer),
 :meth:`controller_call`, ...
 """
 
@@ -45,6 +45,7 @@ import trio
 from kcore.log.config import LogConfig
 from kcore.log.log_dirs import MetaProperties, random_uuid, uuid_to_base64
 from kcore.log.log_manager import LogManager
+from kcore.metadata.authorizer import build_authorizer, parse_super_users
 from kcore.metadata.context import ControllerConfig
 from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
@@ -129,6 +130,14 @@ class KafkaBroker:
             self.log_manager,
             notify=self.purgatory.notify,
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
+        )
+        # authorizer.class.name: Kafka's StandardAuthorizer over this node's metadata image
+        # (ACLs in force as soon as the image has them), or None: every request is allowed.
+        self.authorizer = build_authorizer(
+            config.authorizer_class_name,
+            lambda: self.metadata_image.acls,
+            super_users=parse_super_users(config.super_users),
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
         )
         self.registry = all_handlers(config)
         if config.is_controller:

@@ -83,6 +83,7 @@ from kcore.log.config import (
     java_str,
     parse_text,
 )
+from kcore.metadata.authorizer import AuthorizerClassName, SuperUsers
 from kcore.properties import (  # re-exported: the server reads its files with them
     MalformedPropertiesError,
     load_properties,
@@ -214,6 +215,14 @@ _KEYS = [
     _k("background.threads", _I, 10, _R1, "Kafka's background threads.", unused=True),
     _k("kcore.admin.listener", _S, "", None,
        "kcore's HTTP admin endpoint, host:port; empty: off.", kcore_only=True),
+    # -- authorization (Kafka's StandardAuthorizer: kcore/metadata/authorizer.py)
+    _k("authorizer.class.name", _S, "", AuthorizerClassName(),
+       "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (alias "
+       "kcore.StandardAuthorizer); empty: none, every request is allowed."),
+    _k("super.users", _S, "", SuperUsers(),
+       "Principals allowed every operation, separated by ';' (User:admin;User:broker)."),
+    _k("allow.everyone.if.no.acl.found", _B, False, None,
+       "Allow every principal on a resource that no ACL matches (default: super users only)."),
     # -- logs
     _k("log.dir", _S, "/tmp/kafka-logs", None, "Log directory when log.dirs is unset.",
        kcore_default="./data"),

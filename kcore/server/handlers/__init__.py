@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kcore.server.handlers import (
+    acls,
     api_versions,
     configs,
     fetch,
@@ -29,6 +30,7 @@ FAMILIES = (
     log_dirs,
     find_coordinator,
     groups,
+    acls,
 )
 
 

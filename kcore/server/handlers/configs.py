@@ -4,19 +4,75 @@ Topic configs are described from the metadata image's overrides resolved against
 ``log.*`` settings (``kcore.log.config.describe``: sources and synonyms as Kafka reports them);
 broker configs from this node's configuration. Changes go to the controller, which validates
 every key against the same tables.
+
+Authorization (with an authorizer, as Kafka's ``ConfigHelper`` and ``ControllerApis``): reading
+a resource's configs needs DESCRIBE_CONFIGS, changing them ALTER_CONFIGS — on the topic for a
+topic, on the group for a group, on the cluster for a broker, a broker logger or client
+metrics. A refused resource answers TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED in its own
+result, and is left out of what goes to the controller.
 """
 
 from __future__ import annotations
 
 from kcore.log.config import ConfigSource, describe
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
+from kcore.server import authz
 from kcore.server.config import BROKER_CONFIGS
 from kcore.server.registry import HandlerRegistry
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
 Resp = m.DescribeConfigsResponse
+
+
+def config_resource_allowed(ctx, operation: AclOperation, rtype: int, name: str) -> ErrorCode:
+    """NONE, or the authorization error for ``operation`` on a config resource (types this
+    broker does not know are left for the handler to refuse)."""
+    if rtype == TOPIC:
+        resource_type, resource_name = ResourceType.TOPIC, name
+    elif rtype == GROUP:
+        resource_type, resource_name = ResourceType.GROUP, name
+    elif rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
+        resource_type, resource_name = ResourceType.CLUSTER, authz.CLUSTER_NAME
+    else:
+        return ErrorCode.NONE
+    if authz.allowed(ctx, operation, resource_type, resource_name):
+        return ErrorCode.NONE
+    return authz.denied_error(resource_type)
+
+
+async def alter_configs_authorized(ctx, body, response_cls, forward):
+    """AlterConfigs / IncrementalAlterConfigs: refuse the resources the principal may not
+    ALTER_CONFIGS, ``await forward(narrowed request)`` for the others (if any)."""
+    refused = []
+    kept = []
+    for r in body.resources:
+        code = config_resource_allowed(
+            ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
+        )
+        if code:
+            refused.append(
+                response_cls.AlterConfigsResourceResponse(
+                    error_code=int(code),
+                    error_message=code.message,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+            )
+        else:
+            kept.append(r)
+    if not refused:
+        return await forward(body)
+    if not kept:
+        return response_cls(responses=refused)
+    response = await forward(authz.replace(body, resources=kept))
+    response.responses.extend(refused)
+    return response
 
 
 def _topic_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeConfigsResult:
@@ -93,7 +149,19 @@ def register(registry: HandlerRegistry) -> None:
     async def describe_configs(ctx, body: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
         response = Resp()
         for resource in body.resources:
-            if resource.resource_type == TOPIC:
+            denied = config_resource_allowed(
+                ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
+            if denied:
+                response.results.append(
+                    Resp.DescribeConfigsResult(
+                        error_code=int(denied),
+                        error_message=denied.message,
+                        resource_type=resource.resource_type,
+                        resource_name=resource.resource_name,
+                    )
+                )
+            elif resource.resource_type == TOPIC:
                 response.results.append(_topic_result(ctx, resource, body))
             elif resource.resource_type == BROKER:
                 response.results.append(_broker_result(ctx, resource, body))
@@ -110,8 +178,18 @@ def register(registry: HandlerRegistry) -> None:
 
     @registry.register(33)
     async def alter_configs(ctx, body: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
-        return await ctx.server.controller_call(lambda c, now: c.alter_configs(body))
+        server = ctx.server
+
+        async def forward(request):
+            return await server.controller_call(lambda c, now: c.alter_configs(request))
+
+        return await alter_configs_authorized(ctx, body, m.AlterConfigsResponse, forward)
 
     @registry.register(44)
     async def incremental_alter_configs(ctx, body: m.IncrementalAlterConfigsRequest):
-        return await ctx.server.controller_call(lambda c, now: c.incremental_alter_configs(body))
+        server = ctx.server
+
+        async def forward(request):
+            return await server.controller_call(lambda c, now: c.incremental_alter_configs(request))
+
+        return await alter_configs_authorized(ctx, body, m.IncrementalAlterConfigsResponse, forward)

@@ -8,16 +8,41 @@ and submits it to this node's :class:`~kcore.server.controller_service.Controlle
 response is sent once the records are committed. A node that is not the active controller answers
 NOT_CONTROLLER — in the top-level error field, or in every result for the APIs that have none —
 and the sender retries with the new leader.
+
+Authorization (with an authorizer, as Kafka's ``ControllerApis``): the brokers' own APIs
+(BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds) need CLUSTER_ACTION,
+UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls and DeleteAcls ALTER on the
+cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
+the broker that forwards one has already authorized its client, so a caller with CLUSTER_ACTION
+(a broker) is trusted with CreateTopics, DeleteTopics, CreatePartitions and the config changes;
+any other caller (an admin client talking to the controller directly) is authorized per topic
+or config resource as a broker would (:mod:`kcore.server.handlers.topics`,
+:mod:`kcore.server.handlers.configs`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kcore.metadata.acls import AclOperation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server import authz
 from kcore.server.controller_channel import CONTROLLER_APIS, ControllerApi, operation_for
+from kcore.server.handlers import configs, topics
 from kcore.server.registry import CONTROLLER, HandlerRegistry
+
+# The operation on the cluster each API needs; the admin APIs are authorized per resource.
+CLUSTER_OPERATION = {
+    30: AclOperation.ALTER,  # CreateAcls
+    31: AclOperation.ALTER,  # DeleteAcls
+    56: AclOperation.CLUSTER_ACTION,  # AlterPartition
+    57: AclOperation.ALTER,  # UpdateFeatures
+    62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
+    63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
+    64: AclOperation.ALTER,  # UnregisterBroker
+    67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
+}
 
 
 def error_response(api_key: int, request: Any, code: int, message: str | None) -> Any:
@@ -53,6 +78,22 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
                 for t in request.topics
             ]
         )
+    if api_key == 30:
+        R = m.CreateAclsResponse
+        return R(
+            results=[
+                R.AclCreationResult(error_code=code, error_message=message)
+                for _ in request.creations
+            ]
+        )
+    if api_key == 31:
+        R = m.DeleteAclsResponse
+        return R(
+            filter_results=[
+                R.DeleteAclsFilterResult(error_code=code, error_message=message)
+                for _ in request.filters
+            ]
+        )
     if api_key in (33, 44):
         R = m.AlterConfigsResponse if api_key == 33 else m.IncrementalAlterConfigsResponse
         return R(
@@ -69,13 +110,43 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
     return None
 
 
+async def _authorized(ctx, api: ControllerApi, body, submit):
+    """``await submit(request)`` for what the caller may do; refusals merged into the answer."""
+    operation = CLUSTER_OPERATION.get(api.api_key)
+    if operation is not None:
+        if not authz.allowed_on_cluster(ctx, operation):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            raise KafkaError(code, code.message)
+        return await submit(body)
+    if not authz.enabled(ctx) or authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return await submit(body)  # forwarded by a broker, which authorized its client
+    key = api.api_key
+    if key == 19:
+        return await topics.create_topics_authorized(ctx, body, submit)
+    if key == 20:
+        image = ctx.server.metadata_image
+        return await topics.delete_topics_authorized(ctx, body, image, submit)
+    if key == 37:
+        return await topics.create_partitions_authorized(ctx, body, submit)
+    if key in (33, 44):
+        R = m.AlterConfigsResponse if key == 33 else m.IncrementalAlterConfigsResponse
+        return await configs.alter_configs_authorized(ctx, body, R, submit)
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # an API this table does not know yet
+    raise KafkaError(code, code.message)
+
+
 def _handler(api: ControllerApi):
     async def handle(ctx, body):
         service = ctx.server.controller_service
+        version = ctx.version
+
+        async def submit(request):
+            return await service.submit(operation_for(api, request, version))
+
         try:
             if service is None:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node runs no controller")
-            return await service.submit(operation_for(api, body, ctx.version))
+            return await _authorized(ctx, api, body, submit)
         except KafkaError as e:
             response = error_response(api.api_key, body, e.code, e.message)
             if response is None:

@@ -15,6 +15,11 @@ One request, in Kafka's order of decisions:
 3. If fewer than ``min.bytes`` are available and no partition had an error, the request waits in
    the purgatory until an append to one of its partitions or ``max.wait.ms``, and reads again.
 4. The context builds the response (an incremental one carries only what changed).
+
+Authorization (with an authorizer, as Kafka's ``handleFetchRequest``): a follower's fetch
+(``replica_id >= 0``) needs CLUSTER_ACTION on the cluster, else every partition answers
+TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic it reads
+(TOPIC_AUTHORIZATION_FAILED for the others, which are not read).
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import time
 import trio
 
 from kcore.log.partition_log import FetchIsolation
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server import authz
 from kcore.server.fetch_session import error_partition_data, replica_id_of
 from kcore.server.registry import HandlerRegistry
 
@@ -113,6 +120,7 @@ def register(registry: HandlerRegistry) -> None:
         isolation = _isolation(replica_id, body.isolation_level)
         max_bytes = body.max_bytes if version >= 3 else 2**31 - 1
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+        readable = _readable_topics(ctx, fctx, replica_id)
         while True:
             updates = {}
             total = 0
@@ -120,6 +128,12 @@ def register(registry: HandlerRegistry) -> None:
             for tp, fp in fctx.partitions():
                 if tp.topic is None:
                     updates[tp] = error_partition_data(tp.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+                    errors = True
+                    continue
+                if readable is not None and tp.topic not in readable:
+                    updates[tp] = error_partition_data(
+                        tp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
                     errors = True
                     continue
                 data, size = _read_partition(
@@ -134,3 +148,13 @@ def register(registry: HandlerRegistry) -> None:
             keys = [(tp.topic, tp.partition) for tp in updates]
             await broker.purgatory.wait(keys, remaining)
         return fctx.update_and_generate_response(updates, now_ms=int(time.time() * 1000))
+
+
+def _readable_topics(ctx, fctx, replica_id: int) -> set[str] | None:
+    """The topics this fetch may read (None: all of them)."""
+    if not authz.enabled(ctx):
+        return None
+    if replica_id >= 0:
+        return None if authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION) else set()
+    topics = [tp.topic for tp, _ in fctx.partitions()]
+    return authz.filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topics)

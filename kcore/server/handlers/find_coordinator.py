@@ -4,12 +4,18 @@ The coordinator of a key is the leader of its partition of ``__consumer_offsets`
 ``__transaction_state`` (:mod:`kcore.server.internal_topics`, which creates the topic on first
 use). Brokers are named by their endpoint on the listener the request came in on, as Metadata
 does. v0-3 ask for one key; v4+ (KIP-699) for many, each answered with its own error.
+
+Authorization (with an authorizer, as Kafka): DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
+or on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked before the internal
+topic is looked up or created.
 """
 
 from __future__ import annotations
 
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server import authz
 from kcore.server.internal_topics import TOPICS, TRANSACTION
 from kcore.server.registry import HandlerRegistry
 
@@ -21,6 +27,8 @@ async def _lookup(ctx, key_type: int, key: str) -> tuple[int, str, int]:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION and not key:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "the transactional id must not be empty")
+    resource = ResourceType.TRANSACTIONAL_ID if key_type == TRANSACTION else ResourceType.GROUP
+    authz.require(ctx, AclOperation.DESCRIBE, resource, key)
     broker = ctx.server
     node_id = await broker.internal_topics.coordinator(key_type, key)
     registration = broker.metadata_image.cluster.brokers.get(node_id)

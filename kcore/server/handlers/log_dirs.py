@@ -9,7 +9,9 @@ their offset lag (``max(HW - LEO, 0)``: 0 for a current log; kcore has no future
 false). Versions 1-5, as Kafka 4.x. A requested topic or partition this broker has no log for is
 simply absent, as is a topic left with no partition. A directory that cannot be described gets
 KAFKA_STORAGE_ERROR (it is missing) or UNKNOWN_SERVER_ERROR in its own result; the request never
-fails as a whole.
+fails as a whole — except without DESCRIBE on the cluster (with an authorizer): then no
+directory is described and the answer is CLUSTER_AUTHORIZATION_FAILED (v3+'s top-level error),
+as Kafka answers.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import logging
 import shutil
 from pathlib import Path
 
+from kcore.metadata.acls import AclOperation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
+from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,8 @@ def register(registry: HandlerRegistry) -> None:
     # As Kafka 4.x: v0 was removed in 4.0 (v1 only changed throttling), v5 came in 4.1.
     @registry.register(35, 1, 5)
     async def describe_log_dirs(ctx, body: m.DescribeLogDirsRequest) -> R:
+        if not authz.allowed_on_cluster(ctx, AclOperation.DESCRIBE):
+            return R(results=[], error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         log_manager = ctx.server.log_manager
         wanted = _requested(body)
         return R(

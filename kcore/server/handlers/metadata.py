@@ -4,14 +4,23 @@ Brokers are listed with their endpoint on the listener the request came in on (a
 ever sees addresses it can reach the same way). A requested topic that does not exist is
 created when ``auto.create.topics.enable`` is on and the request allows it (v4+), answered
 with LEADER_NOT_AVAILABLE until its partitions have leaders — the clients retry — as Kafka does.
+
+Authorization (with an authorizer, as Kafka's ``handleTopicMetadataRequest``): a topic is shown
+only with DESCRIBE on it. Listing all topics silently leaves the others out; a topic asked for
+by name answers TOPIC_AUTHORIZATION_FAILED whether or not it exists (nothing about it is
+disclosed), one asked for by id the same with its id (ids are not secret). Creating a missing
+topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise). The
+authorized-operations fields are filled when asked for (v8+), as Kafka does.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
 
 Resp = m.MetadataResponse
@@ -63,31 +72,50 @@ def register(registry: HandlerRegistry) -> None:
                 Resp.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
             )
         topics = image.topics
-        if body.topics is None or (ctx.version == 0 and not body.topics):
-            for name in sorted(topics.by_name):
-                response.topics.append(_topic_entry(topics.by_name[name], ctx.version))
+        version = ctx.version
+        if version >= 8 and version <= 10 and body.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = _cluster_operations(ctx)
+        if body.topics is None or (version == 0 and not body.topics):
+            describable = authz.filter_allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics.by_name
+            )
+            for name in sorted(describable):
+                response.topics.append(_topic_entry(topics.by_name[name], version))
+            _topic_operations(ctx, body, response)
             return response
         to_create = []
         for requested in body.topics:
-            if requested.name is None and requested.topic_id != uuid.UUID(int=0):
+            by_id = requested.name is None and requested.topic_id != uuid.UUID(int=0)
+            if by_id:
                 topic = topics.by_id.get(requested.topic_id)
                 if topic is None:
                     response.topics.append(
-                        Resp.MetadataResponseTopic(
-                            error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
-                            name=None,
-                            topic_id=requested.topic_id,
-                        )
+                        _topic_error(ErrorCode.UNKNOWN_TOPIC_ID, None, requested)
                     )
                     continue
+                name = topic.name
             else:
-                topic = topics.by_name.get(requested.name)
+                name = requested.name
+                topic = topics.by_name.get(name)
+            if name is not None and not authz.allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+            ):
+                denied = _topic_error(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, None if by_id else name, requested
+                )
+                response.topics.append(denied)
+                continue
             if topic is not None:
-                response.topics.append(_topic_entry(topic, ctx.version))
+                response.topics.append(_topic_entry(topic, version))
                 continue
             allowed = body.allow_auto_topic_creation and broker.auto_create_topics
+            if allowed and not _may_create(ctx, name):
+                response.topics.append(
+                    _topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, requested)
+                )
+                continue
             entry = Resp.MetadataResponseTopic(
-                name=requested.name,
+                name=name,
                 error_code=int(
                     ErrorCode.LEADER_NOT_AVAILABLE
                     if allowed
@@ -96,13 +124,14 @@ def register(registry: HandlerRegistry) -> None:
             )
             response.topics.append(entry)
             if allowed:
-                to_create.append((requested.name, entry))
+                to_create.append((name, entry))
         for name, entry in to_create:
             try:
                 await broker.auto_create_topic(name)
             except KafkaError as e:
                 if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                     entry.error_code = int(e.code)
+        _topic_operations(ctx, body, response)
         return response
 
     @registry.register(60)
@@ -119,4 +148,39 @@ def register(registry: HandlerRegistry) -> None:
             response.brokers.append(
                 Desc.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
             )
+        if body.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = _cluster_operations(ctx)
         return response
+
+
+def _may_create(ctx, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic."""
+    return authz.allowed_on_cluster(ctx, AclOperation.CREATE) or authz.allowed(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+
+
+def _topic_error(code: ErrorCode, name: str | None, requested) -> Resp.MetadataResponseTopic:
+    return Resp.MetadataResponseTopic(
+        error_code=int(code),
+        name=name,
+        topic_id=requested.topic_id if name is None else uuid.UUID(int=0),
+    )
+
+
+def _cluster_operations(ctx) -> int:
+    """The cluster's authorized operations: 0 without DESCRIBE on the cluster, as Kafka."""
+    if not authz.allowed_on_cluster(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authz.authorized_operations(ctx, ResourceType.CLUSTER, authz.CLUSTER_NAME)
+
+
+def _topic_operations(ctx, body, response) -> None:
+    """v8+: each listed topic's authorized operations, when the client asks for them."""
+    if ctx.version < 8 or not body.include_topic_authorized_operations:
+        return
+    for entry in response.topics:
+        if entry.name is not None and entry.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            entry.topic_authorized_operations = authz.authorized_operations(
+                ctx, ResourceType.TOPIC, entry.name
+            )

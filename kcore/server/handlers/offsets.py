@@ -2,6 +2,11 @@
 
 All four answer per partition from the partition's log on its leader; errors are reported in
 the partition's entry and never fail the request.
+
+Authorization (with an authorizer, as Kafka): ListOffsets needs DESCRIBE on the topic,
+OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (followers) or DESCRIBE on the topic
+(consumers, KIP-320), DeleteRecords DELETE and DescribeProducers READ on the topic; a refused
+topic's partitions answer TOPIC_AUTHORIZATION_FAILED and are not touched.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ import time
 
 from kcore.log.partition_log import FetchIsolation, PartitionLog
 from kcore.log.producer_state import AppendOrigin
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import RecordBatch
+from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
 
 LATEST = -1
@@ -23,6 +30,14 @@ LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
 
 LO = m.ListOffsetsResponse
+
+
+def _denied() -> KafkaError:
+    return KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _allowed_topics(ctx, operation: AclOperation, names) -> set[str]:
+    return authz.filter_allowed(ctx, operation, ResourceType.TOPIC, names)
 
 
 def _batch_at(plog: PartitionLog, offset: int) -> RecordBatch | None:
@@ -100,6 +115,7 @@ def register(registry: HandlerRegistry) -> None:
     async def list_offsets(ctx, body: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
         replicas = ctx.server.replica_manager
         response = LO()
+        allowed = _allowed_topics(ctx, AclOperation.DESCRIBE, (t.name for t in body.topics))
         for t in body.topics:
             tr = LO.ListOffsetsTopicResponse(name=t.name)
             response.topics.append(tr)
@@ -107,6 +123,8 @@ def register(registry: HandlerRegistry) -> None:
                 entry = LO.ListOffsetsPartitionResponse(partition_index=p.partition_index)
                 tr.partitions.append(entry)
                 try:
+                    if t.name not in allowed:
+                        raise _denied()
                     partition = replicas.leader_partition(
                         t.name, p.partition_index, p.current_leader_epoch
                     )
@@ -125,6 +143,11 @@ def register(registry: HandlerRegistry) -> None:
         replicas = ctx.server.replica_manager
         Resp = m.OffsetForLeaderEpochResponse
         response = Resp()
+        # Once only for followers (cluster permission); consumers may also use it (KIP-320).
+        if authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            allowed = {t.topic for t in body.topics}
+        else:
+            allowed = _allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic for t in body.topics))
         for t in body.topics:
             tr = Resp.OffsetForLeaderTopicResult(topic=t.topic)
             response.topics.append(tr)
@@ -132,6 +155,8 @@ def register(registry: HandlerRegistry) -> None:
                 entry = Resp.EpochEndOffset(partition=p.partition)
                 tr.partitions.append(entry)
                 try:
+                    if t.topic not in allowed:
+                        raise _denied()
                     partition = replicas.leader_partition(
                         t.topic, p.partition, p.current_leader_epoch
                     )
@@ -147,6 +172,7 @@ def register(registry: HandlerRegistry) -> None:
         replicas = ctx.server.replica_manager
         Resp = m.DeleteRecordsResponse
         response = Resp()
+        allowed = _allowed_topics(ctx, AclOperation.DELETE, (t.name for t in body.topics))
         for t in body.topics:
             tr = Resp.DeleteRecordsTopicResult(name=t.name)
             response.topics.append(tr)
@@ -156,6 +182,8 @@ def register(registry: HandlerRegistry) -> None:
                 )
                 tr.partitions.append(entry)
                 try:
+                    if t.name not in allowed:
+                        raise _denied()
                     partition = replicas.leader_partition(t.name, p.partition_index)
                     if replicas.write_guard is not None:  # mirror topics are read-only (D-18)
                         replicas.write_guard(partition, AppendOrigin.CLIENT)
@@ -174,6 +202,7 @@ def register(registry: HandlerRegistry) -> None:
         replicas = ctx.server.replica_manager
         Resp = m.DescribeProducersResponse
         response = Resp()
+        allowed = _allowed_topics(ctx, AclOperation.READ, (t.name for t in body.topics))
         for t in body.topics:
             tr = Resp.TopicResponse(name=t.name)
             response.topics.append(tr)
@@ -181,6 +210,8 @@ def register(registry: HandlerRegistry) -> None:
                 entry = Resp.PartitionResponse(partition_index=index)
                 tr.partitions.append(entry)
                 try:
+                    if t.name not in allowed:
+                        raise _denied()
                     partition = replicas.leader_partition(t.name, index)
                     psm = partition.log.producer_state
                     for pid, e in sorted(psm.producers.items()):

@@ -5,6 +5,12 @@ what Kafka 4.x refuses (v0-2 payloads, more than one batch from v3 on), append t
 replica manager, and report the base offset or the error with its message. ``acks=0`` gets no
 response at all. On a single broker ``acks=all`` completes with the local append; with
 followers it waits in the purgatory for the high watermark until ``timeout.ms``.
+
+Authorization (with an authorizer, as Kafka's ``handleProduceRequest``): transactional batches
+need WRITE on the request's transactional id (every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is appended); each topic needs
+WRITE (TOPIC_AUTHORIZATION_FAILED), checked before whether it exists, so a producer learns
+nothing about topics it may not write.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import logging
 import time
 
 from kcore.log.producer_state import AppendOrigin
+from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import iter_batches
 from kcore.record.errors import CorruptRecordError, UnsupportedMagicError
+from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,40 @@ def _one_batch(records) -> None:
         )
 
 
+def _has_transactional_records(body: m.ProduceRequest) -> bool:
+    for topic_data in body.topic_data:
+        for pd in topic_data.partition_data:
+            try:
+                if pd.records is not None and any(
+                    b.is_transactional for b in iter_batches(pd.records)
+                ):
+                    return True
+            except (UnsupportedMagicError, CorruptRecordError):
+                continue  # refused per partition later
+    return False
+
+
+def _refuse_all(body: m.ProduceRequest, code: ErrorCode) -> m.ProduceResponse:
+    return Resp(
+        responses=[
+            Resp.TopicProduceResponse(
+                name=t.name,
+                topic_id=t.topic_id,
+                partition_responses=[
+                    Resp.PartitionProduceResponse(
+                        index=pd.index,
+                        error_code=int(code),
+                        error_message=code.message,
+                        base_offset=-1,
+                    )
+                    for pd in t.partition_data
+                ],
+            )
+            for t in body.topic_data
+        ]
+    )
+
+
 def register(registry: HandlerRegistry) -> None:
     # Advertised from v0 although v0-2 are refused: librdkafka before 2.11.1 disables
     # compression unless Produce v0 is listed (KAFKA-18659); Kafka 4.x does the same.
@@ -53,11 +95,20 @@ def register(registry: HandlerRegistry) -> None:
         acks = body.acks
         if acks not in (-1, 0, 1):
             raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+        if authz.enabled(ctx) and _has_transactional_records(body):
+            tid = body.transactional_id
+            if tid is None or not authz.allowed(
+                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
+            ):
+                refused = _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                return None if acks == 0 else refused
+        names = [
+            replicas.topic_names.get(t.topic_id, "") if ctx.version >= 13 else t.name
+            for t in body.topic_data
+        ]
+        writable = authz.filter_allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
         waits = []
-        for topic_data in body.topic_data:
-            topic = topic_data.name
-            if ctx.version >= 13:
-                topic = replicas.topic_names.get(topic_data.topic_id, "")
+        for topic_data, topic in zip(body.topic_data, names, strict=True):
             topic_response = Resp.TopicProduceResponse(
                 name=topic_data.name, topic_id=topic_data.topic_id
             )
@@ -73,6 +124,8 @@ def register(registry: HandlerRegistry) -> None:
                         )
                     if not topic:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id")
+                    if topic not in writable:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if pd.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "null records")
                     _one_batch(pd.records)
