@@ -21,7 +21,8 @@ up to 2x, and alternating exposes both brokers to the same background load.
 
 Cases: record values of 100 B, 1 KiB and 16 KiB; acks=1 and acks=all; compression none and lz4.
 Each case produces the same number of records to a fresh one-partition topic (throughput:
-records/s and MB/s of values, from the first produce() to the last delivery report), then reads
+records/s and MB/s of values, from the first produce() to the last delivery report; since
+2026-11-29 15:10 the producer is connected and knows the topic beforehand), then reads
 them back with a consumer assigned to the partition from the beginning (assign() to the last
 record; the consumer is connected beforehand). The latency phase produces 1 KiB records with
 acks=all and linger.ms=0 at a fixed rate and reports the delivery latency (librdkafka's
@@ -268,6 +269,12 @@ def run_case(broker: Broker, case: Case, records: int) -> Result:
     value = (pattern[: case.size // 2] + os.urandom(case.size - case.size // 2))[: case.size]
 
     producer = Producer(producer_config(broker.bootstrap, case))
+    # Connected, topic metadata known: not timed (as for the consumer below). librdkafka 2.16
+    # otherwise races its bootstrap connection against the first produce(): when the topic's
+    # leader query is in flight as the bootstrap broker is replaced by the learned one, it
+    # waits for the next fast leader query (topic.metadata.refresh.fast.interval.ms, 100 ms),
+    # which added 50-110 ms to some 60-90 ms produce windows (docs/performance.md).
+    producer.list_topics(topic, timeout=10)
     failures = []
 
     def report(err, _msg):

@@ -14,6 +14,14 @@ one entry at a time; ``trim()`` (when the segment rolls) and ``close()`` cut the
 opening costs O(1): nothing is scanned. An existing file is mapped at its current size; the
 first append beyond it grows it to ``max_index_size`` again.
 
+Readahead. The preallocated part is a hole, and the first write into a hole through the mapping
+faults the page in like a read: the kernel's fault-around readahead (``read_ahead_kb``, 8 MiB
+on the development VM's disk) then allocates and zero-fills up to that much page cache, ~2 ms
+of CPU (2.0-2.7 ms measured, up to 6 ms), on the event loop, twice per new segment (offset and
+time index). ``_map`` therefore advises ``MADV_RANDOM`` for the part of a writable mapping past
+the used entries: each new page then faults alone (~5 us for the first entry of a fresh index).
+The used entries keep normal readahead, so a reopened index is still read sequentially.
+
 After a crash. The file was still preallocated, so ``entries`` counts the zero-filled tail as
 entries. The index carries no checksum: ``sanity_check()`` spots such a tail (the last two keys
 do not increase, or the last key is below the base) and the caller -- the log loader -- then
@@ -53,6 +61,9 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 """Kafka's default ``segment.index.bytes`` (10 MiB)."""
 
 INT32_MAX = 2**31 - 1
+
+# Absent on platforms without madvise (the advice is an optimisation only).
+_MADV_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 
 # Kafka's warm section: the last 8 KiB of entries (1,024 offset-index entries), searched first.
 _WARM_BYTES = 8192
@@ -245,6 +256,11 @@ class AbstractIndex:
             self._mm = mmap.mmap(fd, length, access=access)
         finally:
             os.close(fd)
+        if self._writable and _MADV_RANDOM is not None:
+            # No readahead into the preallocated hole (see "Readahead" in the module docstring).
+            start = round_down(self._entries * self.ENTRY_SIZE, mmap.PAGESIZE)
+            if start < length:
+                self._mm.madvise(_MADV_RANDOM, start, length - start)
 
     def _unmap(self) -> None:
         if self._mm is not None:

@@ -16,12 +16,30 @@ by dropping the entries a new one contradicts, exactly as current Kafka's
 A follower uses the cache to answer (and the leader to serve) OffsetsForLeaderEpoch, which is how
 a replica finds where its log diverged from the leader's after a leader change.
 
-The cache is persisted in ``leader-epoch-checkpoint`` (see ``checkpoint.py``). Kafka flushes
-truncations asynchronously to keep fsync off the fetcher thread; here every change is flushed
-before the method returns unless the caller passes ``flush=False`` and calls ``flush()`` later.
-After a crash the checkpoint may hold entries beyond the recovered log end: the log loader calls
-``truncate_from_end(log_end_offset)`` (and ``truncate_from_start(log_start_offset)``) on load,
-as Kafka does.
+The cache is persisted in ``leader-epoch-checkpoint`` (see ``checkpoint.py``), always with
+``atomic_write_bytes``' fsyncs. When it is written:
+
+* ``assign`` of a new latest epoch (the append path: the first append of every partition and
+  of every leader epoch) only marks the cache dirty. Writing and fsyncing the checkpoint there
+  cost 6-64 ms on the broker's single event loop (2 fsyncs; docs/performance.md). The partition
+  log writes a dirty checkpoint with ``flush_if_dirty()`` before it advances its recovery point
+  (``PartitionLog.flush``, ``close``) and the loader does before it declares a recovered log's
+  end its recovery point. Invariant: **every entry whose start offset is below the recovery
+  point is in the durable checkpoint.** Entries at or above it may be missing after a crash;
+  recovery rescans the log from the segment holding the recovery point and re-assigns every
+  epoch it meets from the batches' partition leader epochs (``log_loader``), so they come back.
+  Kafka keeps this write synchronous (KAFKA-16541 reverted a non-fsynced variant:
+  an OS crash could leave an empty or torn file *replacing* a durable one); not writing at all
+  until the durable point keeps the file either the old durable one or the new durable one.
+* An ``assign`` that removes entries, and the truncations (``truncate_from_end``,
+  ``truncate_from_start``, ``clear``), write at once unless the caller passes ``flush=False``:
+  they are rare (leader changes, retention) and a crash must not resurrect removed entries below
+  the recovery point.
+
+After a crash the checkpoint may hold entries beyond the recovered log end, or lack entries the
+log has: the log loader calls ``truncate_from_end`` at the start of its rescan, rebuilds the
+rest from the batches, then ``truncate_from_end(log_end_offset)`` and
+``truncate_from_start(log_start_offset)``, as Kafka does.
 """
 
 from __future__ import annotations
@@ -52,9 +70,10 @@ class LeaderEpochFileCache:
 
     Byte layout: see ``LeaderEpochCheckpointFile`` (text, ``<epoch> <start offset>`` lines).
 
-    After a crash: the checkpoint is replaced atomically, so it holds a consistent (possibly
-    stale) list; the owner trims it to the recovered log with ``truncate_from_end`` and
-    ``truncate_from_start``.
+    After a crash: the checkpoint is replaced atomically and durably, so it holds a consistent
+    (possibly stale, never torn) list holding at least the entries below the recovery point;
+    the owner rebuilds the rest from the log and trims it with ``truncate_from_end`` and
+    ``truncate_from_start`` (see the module docstring).
 
     Who may call it: the partition's log (append path, truncation, retention) and the replica
     layer answering OffsetsForLeaderEpoch, serialised by the partition log's lock.
@@ -69,6 +88,8 @@ class LeaderEpochFileCache:
         # Two parallel columns, both strictly increasing, so bisect answers every query.
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        # True when the entries differ from the checkpoint file (an assign not yet written).
+        self._dirty = False
         for entry in checkpoint.read():
             try:
                 self._assign(entry.epoch, entry.start_offset)
@@ -77,31 +98,42 @@ class LeaderEpochFileCache:
 
     # -- updates ----------------------------------------------------------------------------
 
-    def _assign(self, epoch: int, start_offset: int) -> bool:
+    def _assign(self, epoch: int, start_offset: int) -> bool | None:
+        """Apply ``assign``'s rules: False when nothing changed, True when an entry was only
+        appended, None when entries were removed too."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry (epoch {epoch}, offset {start_offset})")
         epochs, starts = self._epochs, self._starts
         if epochs and epochs[-1] == epoch and start_offset >= starts[-1]:
             return False
+        removed = False
         while epochs and (epochs[-1] >= epoch or starts[-1] >= start_offset):
             epochs.pop()
             starts.pop()
+            removed = True
         epochs.append(epoch)
         starts.append(start_offset)
-        return True
+        return None if removed else True
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that leader ``epoch`` starts at ``start_offset``; flush if anything changed.
+        """Record that leader ``epoch`` starts at ``start_offset``.
 
         Returns True when the cache changed. A repeat of the latest epoch at an offset not below
         its start is ignored; an entry that contradicts later entries (an epoch not above them,
         or a start offset not above theirs) removes them first -- see the module docstring.
 
+        A new entry is not written here: the cache is marked dirty and the owner writes it with
+        ``flush_if_dirty()`` before advancing its recovery point (the append path must not
+        fsync; see the module docstring). An assign that removed entries writes at once.
+
         Raises ``ValueError`` for a negative epoch or offset.
         """
         changed = self._assign(epoch, start_offset)
-        if changed:
+        if changed is None:
             self.flush()
+            return True
+        if changed:
+            self._dirty = True
         return changed
 
     def assign_all(self, entries: Iterable[EpochEntry]) -> None:
@@ -121,6 +153,8 @@ class LeaderEpochFileCache:
         del self._epochs[keep:], self._starts[keep:]
         if flush:
             self.flush()
+        else:
+            self._dirty = True
 
     def truncate_from_start(self, start_offset: int, flush: bool = True) -> None:
         """Forget the offsets before ``start_offset`` (the log start offset moved up).
@@ -130,14 +164,16 @@ class LeaderEpochFileCache:
         now starts there. Exclusive, as Kafka's: ``truncate_from_start(6)`` keeps an entry at 6.
         """
         removed = bisect.bisect_right(self._starts, start_offset)
-        if not removed:
-            return
+        if not removed or (removed == 1 and self._starts[0] == start_offset):
+            return  # nothing starts before ``start_offset``: no change (and no fsync)
         epoch = self._epochs[removed - 1]
         del self._epochs[:removed], self._starts[:removed]
         self._epochs.insert(0, epoch)
         self._starts.insert(0, start_offset)
         if flush:
             self.flush()
+        else:
+            self._dirty = True
 
     def clear(self, flush: bool = True) -> None:
         """Remove every entry (the log was deleted or truncated fully)."""
@@ -145,10 +181,26 @@ class LeaderEpochFileCache:
         self._starts.clear()
         if flush:
             self.flush()
+        else:
+            self._dirty = True
 
     def flush(self) -> None:
-        """Write the entries to the checkpoint (atomically, durably)."""
+        """Write the entries to the checkpoint (atomically, durably: 2 fsyncs)."""
         self._checkpoint.write(self.epoch_entries())
+        self._dirty = False
+
+    def flush_if_dirty(self) -> bool:
+        """``flush()`` if an ``assign`` has not been written yet; True if it wrote. The owner
+        calls it before advancing its recovery point (see the module docstring)."""
+        if not self._dirty:
+            return False
+        self.flush()
+        return True
+
+    @property
+    def dirty(self) -> bool:
+        """True when the entries have changes the checkpoint file does not hold yet."""
+        return self._dirty
 
     # -- queries ----------------------------------------------------------------------------
 

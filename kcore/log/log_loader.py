@@ -12,10 +12,15 @@ Steps (Kafka's LogLoader, simplified where kcore has no swap-based cleaning yet)
    every segment after a corrupt one deleted, since data after a hole cannot be trusted. Producer
    state is first loaded from the newest snapshot below the rescan and replayed up to it; the
    rescan then rebuilds the leader-epoch cache, producer state and the transaction index (the
-   aborted transactions whose markers it meets) from the batches themselves. What was cut is
+   aborted transactions whose markers it meets) from the batches themselves: the
+   ``leader-epoch-checkpoint`` may be older than the log (the append path does not write it;
+   only entries below the recovery point are sure to be in it), so every epoch the rescanned
+   batches carry above the cache's latest is assigned again. What was cut is
    logged. After a **clean** shutdown nothing is scanned: indexes were trimmed and producer
    state snapshotted at close.
-4. The leader-epoch cache is cut to ``[log start, LEO)``; after a clean shutdown producer state
+4. The leader-epoch cache is cut to ``[log start, LEO)`` and written (durably) if the rescan or
+   the cut changed it, before the recovered LEO becomes the recovery point; after a clean
+   shutdown producer state
    is loaded from the newest snapshot at or below the LEO and the batches after it replayed.
 
 Who may call it: the log manager, once per partition at startup or when a partition is created.
@@ -141,7 +146,8 @@ def load_log(
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     if rescan < len(segments):
         rescan_from = segments[rescan].base_offset
-        epoch_cache.truncate_from_end(rescan_from)
+        # Written once, at the end (below), with the epochs the rescan rebuilds.
+        epoch_cache.truncate_from_end(rescan_from, flush=False)
         replay_from = psm.truncate_and_reload(log_start_offset, rescan_from, now_ms)
         _replay(segments[:rescan], psm, replay_from)
         segments = _recover_segments(directory, segments, rescan, epoch_cache, psm)
@@ -150,8 +156,12 @@ def load_log(
         seg.on_become_inactive()
     log_end_offset = segments[-1].next_offset()
     log_start_offset = min(log_start_offset, log_end_offset)
-    epoch_cache.truncate_from_end(log_end_offset)
-    epoch_cache.truncate_from_start(log_start_offset)
+    epoch_cache.truncate_from_end(log_end_offset, flush=False)
+    epoch_cache.truncate_from_start(log_start_offset, flush=False)
+    # After a crash the recovery point becomes the log end offset (below), so every epoch the
+    # rescan re-assigned must be durable first: the checkpoint holds every entry below the
+    # recovery point (see LeaderEpochFileCache). After a clean shutdown nothing is dirty.
+    epoch_cache.flush_if_dirty()
     plog = PartitionLog(
         directory,
         config,

@@ -559,7 +559,13 @@ class PartitionLog:
             self.flush(now_ms=now_ms)
 
     def flush(self, *, now_ms: int | None = None) -> None:
-        """fsync every segment holding data above the recovery point, then advance it."""
+        """fsync every segment holding data above the recovery point and the leader-epoch
+        checkpoint if an append changed it, then advance the recovery point.
+
+        The epoch checkpoint goes first: after a crash, recovery trusts it below the recovery
+        point and rebuilds it from the batches above (``LeaderEpochFileCache``).
+        """
+        self.epoch_cache.flush_if_dirty()
         for seg in self.segments[self._segment_index(self.recovery_point) :]:
             seg.flush()
         self.recovery_point = self.log_end_offset

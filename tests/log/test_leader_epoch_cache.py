@@ -96,8 +96,51 @@ def test_leader_epoch_cache_assign_refuses_negative_values(cache):
         cache.assign(0, -1)
 
 
-def test_leader_epoch_cache_assign_flushes_checkpoint_and_reloads(tmp_path):
+def test_leader_epoch_cache_assign_marks_dirty_without_writing(tmp_path, monkeypatch):
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
     cache = _cache_with(tmp_path, (0, 0), (3, 120))
+    path = tmp_path / "leader-epoch-checkpoint"
+    assert not path.exists() and not fsyncs  # the append path does no file I/O
+    assert cache.dirty
+    assert cache.flush_if_dirty() is True
+    assert path.read_bytes() == b"0\n2\n0 0\n3 120\n" and len(fsyncs) == 2  # file + dir
+    assert not cache.dirty and cache.flush_if_dirty() is False
+    cache.assign(3, 500)  # same epoch, later offset: no change, stays clean
+    assert not cache.dirty
+
+
+def test_leader_epoch_cache_assign_that_removes_entries_writes_at_once(tmp_path):
+    cache = _cache_with(tmp_path, (2, 6), (4, 11))
+    cache.flush()
+    assert cache.assign(3, 11)  # removes (4, 11): written durably right away
+    assert not cache.dirty
+    reloaded = LeaderEpochFileCache(LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint"))
+    assert reloaded.epoch_entries() == [(2, 6), (3, 11)]
+
+
+def test_leader_epoch_cache_truncate_from_start_at_first_start_is_a_no_op(tmp_path, monkeypatch):
+    cache = _cache_with(tmp_path, (2, 6), (3, 8))
+    cache.flush()
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
+    cache.truncate_from_start(6)
+    assert cache.epoch_entries() == [(2, 6), (3, 8)] and not fsyncs
+
+
+def test_leader_epoch_cache_truncation_without_flush_marks_dirty(tmp_path):
+    cache = _cache_with(tmp_path, (2, 6), (3, 8))
+    cache.flush()
+    cache.truncate_from_end(8, flush=False)
+    assert cache.dirty
+    cache.flush_if_dirty()
+    reloaded = LeaderEpochFileCache(LeaderEpochCheckpointFile(tmp_path / "leader-epoch-checkpoint"))
+    assert reloaded.epoch_entries() == [(2, 6)]
+
+
+def test_leader_epoch_cache_flush_writes_checkpoint_and_reloads(tmp_path):
+    cache = _cache_with(tmp_path, (0, 0), (3, 120))
+    cache.flush()
     path = tmp_path / "leader-epoch-checkpoint"
     assert path.read_bytes() == b"0\n2\n0 0\n3 120\n"
     again = LeaderEpochFileCache(LeaderEpochCheckpointFile(path))
@@ -210,7 +253,12 @@ class EpochCacheModel(RuleBasedStateMachine):
             self.model = [(removed[-1][0], start), *kept]
 
     @rule()
+    def flush_if_dirty(self):
+        self.cache.flush_if_dirty()
+
+    @rule()
     def reload(self):
+        self.cache.flush_if_dirty()  # as the owning log does before a clean close
         self.cache = LeaderEpochFileCache(self.checkpoint)
 
     @rule(requested=st.integers(-2, 27), leo=st.integers(0, 300))
@@ -247,7 +295,8 @@ class EpochCacheModel(RuleBasedStateMachine):
         entries = self.cache.epoch_entries()
         assert entries == self.model
         assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(entries, entries[1:]))
-        assert self.checkpoint.read() == entries  # every change was flushed
+        if not self.cache.dirty:  # only an appending assign is left for flush_if_dirty
+            assert self.checkpoint.read() == entries
 
 
 EpochCacheModel.TestCase.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)

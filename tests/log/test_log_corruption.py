@@ -336,6 +336,7 @@ def test_an_unclean_load_rebuilds_a_bad_index_below_the_recovery_point(tmp_path,
     plog = write_log(tmp_path / "t-0", 3)
     written = on_disk(plog)
     leo = plog.log_end_offset
+    plog.flush()  # what a recovery point at the LEO means (and what writes the epochs)
     crash(plog)
     with open(files.index_file(tmp_path / "t-0", 0), "ab") as f:
         f.write(bytes(120))
@@ -432,3 +433,54 @@ def test_recovery_leaves_no_temporary_files_behind(tmp_path):
     reopen(tmp_path / "t-0")
     leftovers = [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".deleted", ".tmp"))]
     assert leftovers == []
+
+
+# -- the leader-epoch checkpoint is written at the durable point, not on append ----------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recovery_rebuilds_epochs_a_stale_checkpoint_lacks_above_the_recovery_point(tmp_path, seed):
+    """The append path only marks the epoch cache dirty; ``flush`` writes it before advancing the
+    recovery point. A crash after later appends in new epochs leaves the checkpoint older than
+    the log: recovery must rebuild the missing epochs from the batches above the recovery point,
+    and the entries below it must be the ones ``flush`` made durable."""
+    directory = tmp_path / "t-0"
+    plog = write_log(directory, seed)  # epochs 0-9
+    plog.flush()  # durable point: epochs 0-9 in the checkpoint, recovery point = LEO
+    recovery_point = plog.recovery_point
+    on_file = files_epochs(directory)
+    assert on_file == expected_epochs(on_disk(plog))
+    rng = random.Random(seed)
+    for i in range(30, 48):  # epochs 10-15, never written to the checkpoint
+        ts = NOW + 10 * i
+        plog.append_as_leader(plain_batch(rng.randint(1, 4), ts, rng), i // 3, now_ms=ts)
+    assert plog.epoch_cache.dirty and files_epochs(directory) == on_file
+    written = on_disk(plog)
+    crash(plog)
+    again = reopen(directory, recovery_point=recovery_point)
+    # The loader made the rebuilt epochs durable before taking the LEO as its recovery point.
+    assert again.recovery_point == again.log_end_offset and not again.epoch_cache.dirty
+    assert files_epochs(directory) == expected_epochs(written)
+    assert_recovered_to(again, written)
+
+
+def test_flush_writes_the_epoch_checkpoint_before_advancing_the_recovery_point(tmp_path):
+    directory = tmp_path / "t-0"
+    plog = write_log(directory, 0)
+    assert not (directory / "leader-epoch-checkpoint").exists()  # appends wrote nothing
+    order = []
+    plog.epoch_cache.flush_if_dirty = lambda f=plog.epoch_cache.flush_if_dirty: (
+        order.append(("epochs", plog.recovery_point)),
+        f(),
+    )[1]
+    plog.flush()
+    assert order == [("epochs", 0)] and plog.recovery_point == plog.log_end_offset
+    assert files_epochs(directory) == expected_epochs(on_disk(plog))
+
+
+def files_epochs(directory: Path) -> list[tuple[int, int]]:
+    from kcore.log.checkpoint import LeaderEpochCheckpointFile
+
+    return [
+        tuple(e) for e in LeaderEpochCheckpointFile(directory / "leader-epoch-checkpoint").read()
+    ]

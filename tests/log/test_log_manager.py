@@ -9,6 +9,8 @@ A "crash" here is a process that stops without ``shutdown()``: the files keep wh
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 
 import pytest
@@ -379,3 +381,63 @@ def test_log_manager_tick_flushes_at_flush_ms_and_advances_the_recovery_point(tm
     assert plog.recovery_point == 10
     manager.tick(T0 + 6000)
     assert plog.recovery_point == 20
+
+
+def test_log_manager_maintain_returns_the_checkpoints_for_another_thread(tmp_path):
+    manager = formatted(tmp_path, config(), checkpoint_interval_ms=5000)
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 3)
+    plog.update_high_watermark(plog.log_end_offset)
+    hws = OffsetCheckpointFile(tmp_path / "logs" / "replication-offset-checkpoint")
+    assert manager.maintain(T0 + 4999) is None
+    job = manager.maintain(T0 + 5000)
+    assert job is not None and not hws.path.exists()  # the snapshot only: nothing written yet
+    fill(plog, 1)
+    plog.update_high_watermark(plog.log_end_offset)  # after the snapshot: not in this write
+    worker = threading.Thread(target=job.write)
+    worker.start()
+    worker.join()
+    assert hws.read() == {("t", 0): 6}
+
+
+def test_log_manager_checkpoint_write_never_goes_back_to_an_older_snapshot(tmp_path):
+    manager = formatted(tmp_path, config())
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 2)
+    plog.update_high_watermark(plog.log_end_offset)
+    older = manager.checkpoint_snapshot()
+    fill(plog, 2)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.checkpoint()  # e.g. shutdown's checkpoint overtaking a slow write in a worker
+    hws = OffsetCheckpointFile(tmp_path / "logs" / "replication-offset-checkpoint")
+    assert hws.read() == {("t", 0): 8}
+    assert older.write() is False  # skipped: a newer snapshot is on disk
+    assert hws.read() == {("t", 0): 8}
+
+
+def test_log_manager_checkpoint_writes_are_serialised(tmp_path, monkeypatch):
+    manager = formatted(tmp_path, config())
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 2)
+    inside, overlap = [0], []
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        inside[0] += 1
+        overlap.append(inside[0])
+        time.sleep(0.002)
+        real_fsync(fd)
+        inside[0] -= 1
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    jobs = [manager.checkpoint_snapshot() for _ in range(4)]
+    threads = [threading.Thread(target=j.write) for j in reversed(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert max(overlap) == 1  # never two checkpoint writes (hence fsyncs) at once
+    assert not list((tmp_path / "logs").glob("*.tmp"))
