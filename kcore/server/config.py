@@ -302,6 +302,9 @@ _KEYS = [
        "Expired transactional id removal period."),
     _k("transaction.partition.verification.enable", _B, True, None,
        "Verify a partition joined the transaction before a transactional write."),
+    _k("kcore.testing.transaction.marker.hold.ms", _L, 0, _R0,
+       "Testing only: the transaction coordinator's timer (markers, timeouts) starts this late.",
+       kcore_only=True),
     _k("producer.id.expiration.ms", _I, 86400000, _R1, "Idle producer ids expire."),
     _k("producer.id.expiration.check.interval.ms", _I, 600000, _R1, "Producer id expiry period."),
     # -- cluster mirroring (spec §10.1, decisions D-08 and D-13; kcore-only until upstream)

@@ -384,6 +384,11 @@ class TransactionCoordinatorService(CoordinatorShell):
                 nursery.start_soon(self._loader)
                 await nursery.start(self.producer_ids.run)
                 task_status.started()
+                hold_ms = self.broker.config.value("kcore.testing.transaction.marker.hold.ms")
+                if hold_ms:
+                    # Testing only: the window between an acknowledged EndTxn and its markers
+                    # that a crash test needs. No marker, timeout or expiry runs meanwhile.
+                    await trio.sleep(hold_ms / 1000)
                 await self._run_timer()
         finally:
             self._nursery = None
