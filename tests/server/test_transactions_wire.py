@@ -477,3 +477,50 @@ async def test_txn_offset_commit_for_a_group_not_in_the_transaction_is_refused(c
     with trio.fail_after(15):
         while await committed() != 5:
             await trio.sleep(0.05)
+
+
+@with_broker
+async def test_idempotent_produce_answers_a_duplicate_with_its_offsets_and_refuses_a_gap(
+    cluster, client
+):
+    """The producer state on the wire: a retried batch (same producer, epoch and sequence) is
+    not written again and gets its first offsets back; a sequence gap is
+    OUT_OF_ORDER_SEQUENCE_NUMBER and writes nothing."""
+    topic = _name("idem")
+    await cluster.acreate_topic(topic)
+    init = await client.request(
+        "any", m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=0), version=4
+    )
+    pid, epoch = init.producer_id, init.producer_epoch
+    P = m.ProduceRequest
+
+    async def produce(sequence: int, values: list[bytes]):
+        builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+        for v in values:
+            builder.append(int(time.time() * 1000), key=None, value=v)
+        resp = await client.request(
+            "any",
+            P(
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic,
+                        partition_data=[P.PartitionProduceData(index=0, records=builder.build())],
+                    )
+                ],
+            ),
+            version=9,
+        )
+        return resp.responses[0].partition_responses[0]
+
+    first = await produce(0, [b"a", b"b"])
+    second = await produce(2, [b"c"])
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert (second.error_code, second.base_offset) == (0, 2)
+    retried = await produce(0, [b"a", b"b"])
+    assert (retried.error_code, retried.base_offset) == (0, 0)
+    gap = await produce(7, [b"z"])
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    plog = cluster.broker.replica_manager.partitions[(topic, 0)].log
+    assert plog.log_end_offset == 3
