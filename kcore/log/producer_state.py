@@ -220,9 +220,11 @@ class ProducerAppendInfo:
         last_offset: int,
         is_transactional: bool,
     ) -> None:
-        """Validate (CLIENT origin) and record a data batch of this producer."""
+        """Validate and record a data batch of this producer: the epoch for every origin but
+        replication (a coordinator's transactional offset commit from a fenced producer is
+        refused too, as in Kafka), sequences and transaction state for CLIENT only."""
+        self._check_epoch(producer_epoch, first_offset)
         if self.origin is AppendOrigin.CLIENT:
-            self._check_epoch(producer_epoch, first_offset)
             self._check_sequence(producer_epoch, first_seq, first_offset)
             if not is_transactional and self.entry.current_txn_first_offset is not None:
                 raise KafkaError(

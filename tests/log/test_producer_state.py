@@ -242,3 +242,16 @@ def test_producer_state_accepts_exactly_the_in_sequence_appends(tmp_path_factory
         if ok:
             next_seq[pid] = first + count
             offset += count
+
+
+def test_producer_state_coordinator_batch_from_a_fenced_epoch_is_refused(psm):
+    """A group coordinator's transactional offset commit carries the producer's epoch: from a
+    fenced (older) epoch it is refused like a client's batch (Kafka checks the epoch for every
+    origin but replication); sequences are not checked for it."""
+    _append(psm, 11, 3, 0, 1, 0, txn=True)
+    _marker(psm, 11, 3, 1, commit=True)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 11, 2, 0, 1, 2, txn=True, origin=COORDINATOR)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    _append(psm, 11, 3, 0, 1, 2, txn=True, origin=COORDINATOR)  # current epoch, sequence 0 again
+    _append(psm, 11, 2, 0, 1, 3, txn=True, origin=REPLICATION)  # followers only record
