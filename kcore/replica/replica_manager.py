@@ -28,13 +28,13 @@ from collections.abc import Callable
 from kcore.log.log_manager import LogManager
 from kcore.log.partition_log import FetchDataInfo, FetchIsolation, LogAppendInfo
 from kcore.log.producer_state import AppendOrigin
+from kcore.metadata.topic_names import INTERNAL_TOPICS
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import Partition, PartitionState, WriteGuard
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class ReplicaManager:

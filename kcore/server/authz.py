@@ -21,7 +21,6 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "CLUSTER_NAME",
-    "INTERNAL_TOPICS",
     "NO_OPERATIONS",
     "allowed",
     "allowed_on_any_topic",
@@ -34,7 +33,6 @@ __all__ = [
 ]
 
 CLUSTER_NAME = "kafka-cluster"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # "authorized operations" fields hold this when the client did not ask for them.
 NO_OPERATIONS = -2147483648
 
@@ -73,7 +71,7 @@ SUPPORTED_OPERATIONS = {
 
 
 def _authorizer(ctx) -> Any:
-    return getattr(ctx.server, "authorizer", None)
+    return ctx.server.authorizer
 
 
 def enabled(ctx) -> bool:
@@ -106,17 +104,17 @@ def filter_allowed(
     return {n for n in distinct if allowed(ctx, operation, resource_type, n)}
 
 
-def allowed_on_any_topic(ctx, operation: AclOperation, topics: Iterable[str] = ()) -> bool:
+def allowed_on_any_topic(ctx, operation: AclOperation) -> bool:
     """Kafka's ``authorizeByResourceType``: could the principal perform ``operation`` on some
-    topic? Asks the authorizer's ``authorize_by_resource_type`` when it has one; otherwise
-    answers from the given (existing) topic names."""
+    topic (existing or not)?"""
     authorizer = _authorizer(ctx)
     if authorizer is None:
         return True
-    by_type = getattr(authorizer, "authorize_by_resource_type", None)
-    if by_type is not None:
-        return bool(by_type(ctx.principal, ctx.client_host, operation, ResourceType.TOPIC))
-    return any(allowed(ctx, operation, ResourceType.TOPIC, t) for t in topics)
+    return bool(
+        authorizer.authorize_by_resource_type(
+            ctx.principal, ctx.client_host, operation, ResourceType.TOPIC
+        )
+    )
 
 
 def denied_error(resource_type: ResourceType) -> ErrorCode:

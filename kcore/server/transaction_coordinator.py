@@ -200,7 +200,7 @@ async def write_txn_markers(
     """
     replicas = broker.replica_manager
     results: list[_WTM.WritableTxnMarkerResult] = []
-    waits: list[tuple[str, int, int, Any, m.WriteTxnMarkersRequest.WritableTxnMarker]] = []
+    waits: list[tuple[str, int, int, Any]] = []
     for marker in markers:
         topic_results = []
         for topic in marker.topics:
@@ -226,7 +226,11 @@ async def write_txn_markers(
                         now_ms=now,
                         origin=AppendOrigin.COORDINATOR,
                     )
-                    waits.append((topic.name, index, info.last_offset + 1, entry, marker))
+                    waits.append((topic.name, index, info.last_offset + 1, entry))
+                    if topic.name == CONSUMER_OFFSETS:
+                        # The marker is in the log now: the group state follows the log (a
+                        # reload would replay it), whether or not the wait below times out.
+                        _complete_offsets(broker, index, marker)
                 except KafkaError as e:
                     entry.error_code = int(e.code)
                 partition_results.append(entry)
@@ -236,24 +240,18 @@ async def write_txn_markers(
         results.append(
             _WTM.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topic_results)
         )
-    await wait_durable(broker, [(t, p, end) for t, p, end, _, _ in waits], timeout_s)
-    for topic, index, end, entry, marker in waits:
+    await wait_durable(broker, [(t, p, end) for t, p, end, _ in waits], timeout_s)
+    for topic, index, end, entry in waits:
         partition = replicas.partitions.get((topic, index))
         if partition is None or partition.log.high_watermark < end:
             entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
-        elif topic == CONSUMER_OFFSETS:
-            _complete_offsets(broker, index, marker)
     return results
 
 
 def _complete_offsets(broker, index: int, marker) -> None:
     """Tell the group coordinator the transaction's offset commits on ``index`` are decided."""
-    core = broker.group_coordinator.core
-    complete = getattr(core, "complete_transaction", None)
-    if complete is None:  # TxnOffsetCommit is not served yet: nothing can be pending there
-        return
     try:
-        complete(
+        broker.group_coordinator.core.complete_transaction(
             index, marker.producer_id, marker.producer_epoch, marker.transaction_result, now_ms()
         )
     except Exception:

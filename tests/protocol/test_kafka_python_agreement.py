@@ -30,6 +30,7 @@ from __future__ import annotations
 import io
 import struct
 
+import kafka
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,7 +82,7 @@ def _cases():
                 marks = ()
                 if v > kp_cls.max_version:
                     marks = pytest.mark.skip(
-                        f"kafka-python 3.0.12 knows {kp_cls.__name__} up to "
+                        f"kafka-python {kafka.__version__} knows {kp_cls.__name__} up to "
                         f"v{kp_cls.max_version}; kcore's v{v} is newer"
                     )
                 cases.append(

@@ -3,13 +3,11 @@ versions and fields): long polling, fetch sessions, diverging epochs and isolati
 
 from __future__ import annotations
 
-import inspect
 import time
 
 import pytest
 import trio
 
-import kcore.server.handlers.fetch as fetch_handler
 from kcore.client.connection import BrokerConnection
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
@@ -22,19 +20,6 @@ pytestmark = pytest.mark.timeout(90)
 F = m.FetchRequest
 P = m.ProduceRequest
 FETCH_V = 12  # flexible, topic names, last_fetched_epoch, diverging epochs
-
-
-# fetch.py builds nested response structs as ``PartitionData.EpochEndOffset`` and
-# ``PartitionData.AbortedTransaction``, which the codec defines on ``FetchResponse`` itself: the
-# diverging-epoch and read_committed-with-aborted-transactions paths raise AttributeError, and
-# the broker answers the whole fetch with UNKNOWN_SERVER_ERROR. These tests are expected to fail
-# until that is fixed, and run normally (strictly) once it is.
-_FETCH_NESTED_BUG = "PD.EpochEndOffset" in inspect.getsource(fetch_handler)
-known_fetch_bug = pytest.mark.xfail(
-    _FETCH_NESTED_BUG,
-    reason="fetch.py uses PD.EpochEndOffset / PD.AbortedTransaction (AttributeError)",
-    strict=True,
-)
 
 
 def _now_ms() -> int:
@@ -234,7 +219,6 @@ def test_fetch_session_incremental_lifecycle():
 # -- (c) diverging epochs -------------------------------------------------------------------
 
 
-@known_fetch_bug
 def test_fetch_with_a_diverging_last_fetched_epoch():
     async def body(c, conn):
         await c.acreate_topic("div")
@@ -277,7 +261,6 @@ def test_fetch_with_a_diverging_last_fetched_epoch():
 # -- (d) isolation levels -------------------------------------------------------------------
 
 
-@known_fetch_bug
 def test_read_committed_stops_at_the_last_stable_offset():
     async def body(c, conn):
         await c.acreate_topic("txn")

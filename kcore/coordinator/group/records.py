@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass
 
 from kcore.coordinator.partitioning import java_string_hash, partition_for
+from kcore.metadata.topic_names import CONSUMER_OFFSETS_TOPIC
 from kcore.protocol import messages as m
 from kcore.protocol.primitives import MalformedMessage
 
@@ -50,7 +51,7 @@ __all__ = [
     "partition_for",
 ]
 
-CONSUMER_OFFSETS = "__consumer_offsets"
+CONSUMER_OFFSETS = CONSUMER_OFFSETS_TOPIC
 
 # The versions Kafka 4.x writes (GroupCoordinatorRecordHelpers): the highest non-flexible ones.
 OFFSET_KEY_VERSION = 1

@@ -55,11 +55,12 @@ from kcore.coordinator.transaction.state import (
     IllegalTransition,
     TransactionState,
 )
+from kcore.metadata.topic_names import CONSUMER_OFFSETS_TOPIC
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["CONSUMER_OFFSETS", "ProducerIdAndEpoch", "TransactionConfig", "TransactionCoordinator"]
 
-CONSUMER_OFFSETS = "__consumer_offsets"
+CONSUMER_OFFSETS = CONSUMER_OFFSETS_TOPIC
 _S = TransactionState
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from kcore.coordinator.partitioning import java_string_hash, partition_for
 from kcore.coordinator.transaction.state import TransactionState
+from kcore.metadata.topic_names import TRANSACTION_STATE_TOPIC
 from kcore.protocol import messages as m
 from kcore.protocol.primitives import MalformedMessage
 
@@ -52,7 +53,7 @@ __all__ = [
     "partition_for",
 ]
 
-TRANSACTION_STATE = "__transaction_state"
+TRANSACTION_STATE = TRANSACTION_STATE_TOPIC
 KEY_VERSION = 0
 DEFAULT_VALUE_VERSION = 1
 NO_PRODUCER_ID = -1

@@ -114,7 +114,7 @@ def register(registry: HandlerRegistry) -> None:
         request = authz.replace(body, topics=allowed) if refused else body
         svc = ctx.server.group_coordinator
         version = ctx.version
-        verify = getattr(svc, "verify_txn_offset_commit", None)
+        verify = svc.verify_txn_offset_commit
         if verify is not None:
             error = await verify(request, version)
             if error:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import uuid
 
 from kcore.metadata.acls import AclOperation, ResourceType
+from kcore.metadata.topic_names import INTERNAL_TOPICS
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
 
 Resp = m.MetadataResponse
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 NO_OPERATIONS = -2147483648
 
 

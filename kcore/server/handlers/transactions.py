@@ -35,10 +35,10 @@ request:
 from __future__ import annotations
 
 from kcore.metadata.acls import AclOperation, ResourceType
+from kcore.metadata.topic_names import INTERNAL_TOPICS
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
-from kcore.server.authz import INTERNAL_TOPICS
 from kcore.server.registry import HandlerRegistry
 from kcore.server.transaction_coordinator import APPEND_TIMEOUT_S, write_txn_markers
 
@@ -69,7 +69,7 @@ def _init_producer_id_denied(ctx, transactional_id: str | None) -> ErrorCode:
             return ErrorCode.NONE
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if authz.allowed_on_cluster(ctx, AclOperation.IDEMPOTENT_WRITE) or authz.allowed_on_any_topic(
-        ctx, WRITE, ctx.server.metadata_image.topics.by_name
+        ctx, WRITE
     ):
         return ErrorCode.NONE
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
