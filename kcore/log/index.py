@@ -1,4 +1,10 @@
-"""The machinery shared by the memory-mapped segment indexes (offset index, time index).
+"""The machinery shared by a segment's index files, above all the memory-mapped ones.
+
+:class:`SegmentIndexFile` holds the file handling all three of a segment's indexes share (the
+path, ``rename_to``, ``delete_if_exists``, use as a context manager); the transaction index, a
+plain file of fixed-size entries rather than a mapping, derives from it directly.
+:class:`AbstractIndex`, the base of the offset index and the time index, adds the mapping, the
+sizing and the lookups described below.
 
 Theory of operation
 -------------------
@@ -55,7 +61,7 @@ from typing import ClassVar, Self
 
 import numpy as np
 
-from kcore.log.errors import IndexFullError, LogError
+from kcore.log.errors import CorruptIndexError, IndexFullError, LogError
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 """Kafka's default ``segment.index.bytes`` (10 MiB)."""
@@ -74,7 +80,62 @@ def round_down(value: int, multiple: int) -> int:
     return value - value % multiple
 
 
-class AbstractIndex:
+class SegmentIndexFile:
+    """A file of fixed-size entries owned by one log segment: the file handling its indexes share.
+
+    Holds the path and the operations that only move or remove the file; how it is opened,
+    written, flushed and closed is the subclass's (a mapping for :class:`AbstractIndex`, a
+    descriptor for ``TransactionIndex``). Subclasses implement ``close()`` and ``_release()``.
+    Who may call it: as each subclass says (the owning segment, under the partition log's lock).
+    """
+
+    __slots__ = ("_path",)
+
+    _path: Path
+
+    @property
+    def path(self) -> Path:
+        """The index file (changes on ``rename_to``)."""
+        return self._path
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give up the file cleanly (subclasses say how). Idempotent."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Give up the file before it is deleted: no trimming, no flushing (see subclasses)."""
+        raise NotImplementedError
+
+    def delete_if_exists(self) -> bool:
+        """Release the file (unmap or close it) and delete it; True if a file was deleted."""
+        self._release()
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Rename the file if it exists (e.g. to add ``.deleted`` or drop ``.swap``).
+
+        The index goes on working under the new name: a mapping stays valid, and a file not
+        created yet (an empty transaction index) is created there by the first append.
+        """
+        new_path = Path(new_path)
+        try:
+            if self._path.exists():
+                os.replace(self._path, new_path)
+        finally:
+            self._path = new_path
+
+
+class AbstractIndex(SegmentIndexFile):
     """A memory-mapped file of fixed-size big-endian entries sorted by a key.
 
     Subclasses describe their entry with ``ENTRY_SIZE``, ``_ENTRY`` (a ``struct.Struct``),
@@ -86,7 +147,6 @@ class AbstractIndex:
 
     # Slots: see FileRecords (every lookup reads several of these on a cold segment).
     __slots__ = (
-        "_path",
         "_base_offset",
         "_writable",
         "_max_index_size",
@@ -178,11 +238,6 @@ class AbstractIndex:
     # -- properties -------------------------------------------------------------------------
 
     @property
-    def path(self) -> Path:
-        """The index file (changes on ``rename_to``)."""
-        return self._path
-
-    @property
     def base_offset(self) -> int:
         """The base offset of the owning segment."""
         return self._base_offset
@@ -230,12 +285,6 @@ class AbstractIndex:
             f"{type(self).__name__}(path={str(self._path)!r}, base_offset={self._base_offset}, "
             f"entries={self._entries}, length={self._length})"
         )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- mapping ----------------------------------------------------------------------------
 
@@ -323,23 +372,9 @@ class AbstractIndex:
         self._closed = True
         self._drop_cache()
 
-    def delete_if_exists(self) -> bool:
-        """Unmap and delete the file; True if a file was deleted."""
+    def _release(self) -> None:
+        # delete_if_exists: the file is going, so trimming it first would be wasted work.
         self.close_handler()
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        """Rename the file (e.g. to add ``.deleted`` or drop ``.swap``); the mapping stays valid."""
-        new_path = Path(new_path)
-        try:
-            if self._path.exists():
-                os.replace(self._path, new_path)
-        finally:
-            self._path = new_path
 
     # -- entries ----------------------------------------------------------------------------
 
@@ -465,3 +500,14 @@ class AbstractIndex:
     def sanity_check(self, full: bool = False) -> None:
         """Raise ``CorruptIndexError`` if the index is visibly corrupt (see subclasses)."""
         raise NotImplementedError
+
+    def _check_whole_entries(self, kind: str) -> None:
+        """The first check of ``sanity_check``: the file holds a whole number of entries.
+
+        ``kind`` names the index in the error ("index", "time index").
+        """
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"{kind} file {self._path} has size {self._length}, "
+                f"not a multiple of the entry size {self.ENTRY_SIZE}"
+            )

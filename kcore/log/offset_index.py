@@ -185,11 +185,7 @@ class OffsetIndex(AbstractIndex):
         offsets increase -- the zero-filled tail a crash leaves in a preallocated index fails
         that last test. ``full=True`` also checks every entry (a vectorised pass over the file).
         """
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"index file {self._path} has size {self._length}, "
-                f"not a multiple of the entry size {self.ENTRY_SIZE}"
-            )
+        self._check_whole_entries("index")
         n = self._entries
         if n and self._last_offset < self._base_offset:
             raise CorruptIndexError(

@@ -146,11 +146,7 @@ class TimeIndex(AbstractIndex):
         the first, the last offset is not below the base offset, and the last two timestamps
         increase (a crash's zero-filled tail fails this). ``full=True`` checks every entry.
         """
-        if self._length % self.ENTRY_SIZE != 0:
-            raise CorruptIndexError(
-                f"time index file {self._path} has size {self._length}, "
-                f"not a multiple of the entry size {self.ENTRY_SIZE}"
-            )
+        self._check_whole_entries("time index")
         n = self._entries
         if n == 0:
             return

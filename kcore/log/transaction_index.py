@@ -6,11 +6,11 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
 
 import numpy as np
 
 from kcore.log.errors import CorruptIndexError, InvalidOffsetError
+from kcore.log.index import SegmentIndexFile
 
 CURRENT_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
@@ -65,7 +65,7 @@ class TxnIndexSearchResult:
     is_complete: bool
 
 
-class TransactionIndex:
+class TransactionIndex(SegmentIndexFile):
     """The append-only list of transactions aborted by markers written in one segment.
 
     Byte layout: 34-byte big-endian entries, one per ABORT marker in the segment, in marker
@@ -86,7 +86,8 @@ class TransactionIndex:
     zeros written by a crash fails ``sanity_check()``.
 
     Who may call it: the owning log segment, the log loader and the fetch path (which calls
-    ``collect_aborted``), under the partition log's lock.
+    ``collect_aborted``), under the partition log's lock. The path, ``rename_to`` and
+    ``delete_if_exists`` are :class:`~kcore.log.index.SegmentIndexFile`'s.
     """
 
     def __init__(self, path: str | os.PathLike[str], start_offset: int) -> None:
@@ -119,11 +120,6 @@ class TransactionIndex:
     # -- properties -------------------------------------------------------------------------
 
     @property
-    def path(self) -> Path:
-        """The index file (changes on ``rename_to``)."""
-        return self._path
-
-    @property
     def start_offset(self) -> int:
         """The base offset of the owning segment."""
         return self._start_offset
@@ -143,12 +139,6 @@ class TransactionIndex:
 
     def __repr__(self) -> str:
         return f"TransactionIndex(path={str(self._path)!r}, entries={self.entries})"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -285,22 +275,8 @@ class TransactionIndex:
             os.close(self._fd)
             self._fd = None
 
-    def delete_if_exists(self) -> bool:
-        """Close and delete the file; True if a file was deleted."""
+    def _release(self) -> None:
+        # delete_if_exists: close, and forget the entries along with the file.
         self.close()
         self._size = 0
         self._last_offset = None
-        try:
-            self._path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        """Rename the file (if it exists yet); later appends go to the new name."""
-        new_path = Path(new_path)
-        try:
-            if self._path.exists():
-                os.replace(self._path, new_path)
-        finally:
-            self._path = new_path

@@ -149,9 +149,7 @@ class ElectionMixin(_Base):
         part = self._check_request(request)
         if isinstance(part, int):
             return rpc.begin_quorum_epoch_response(0, leader_id=None, epoch=0, top_error=part)
-        error = self._validate_voter_only(part.leader_id, part.leader_epoch)
-        if error is None:
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+        error = self._accept_leader_epoch(part, now)
         return rpc.begin_quorum_epoch_response(
             error or NONE, leader_id=self.leader_id, epoch=self._epoch
         )
@@ -159,16 +157,8 @@ class ElectionMixin(_Base):
     def _on_begin_quorum_epoch_response(
         self, source: int, response: m.BeginQuorumEpochResponse, now: int
     ) -> None:
-        part = rpc.partition_of(response)
-        if part is None:
-            return
-        handled = self._maybe_handle_common_response(
-            part.error_code, part.leader_id, part.leader_epoch, now
-        )
-        if not handled and part.error_code == NONE and self._role is R.LEADER:
+        if self._quorum_epoch_acked(source, response, now) and self._role is R.LEADER:
             self._leader_state.acknowledge(source)
-        elif not handled and part.error_code != NONE:
-            self._requests.backoff(source, now)
 
     def _on_end_quorum_epoch_request(
         self, source: int, request: m.EndQuorumEpochRequest, now: int
@@ -176,15 +166,13 @@ class ElectionMixin(_Base):
         part = self._check_request(request)
         if isinstance(part, int):
             return rpc.end_quorum_epoch_response(0, leader_id=None, epoch=0, top_error=part)
-        error = self._validate_voter_only(part.leader_id, part.leader_epoch)
-        if error is None:
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
-            if self._role is R.FOLLOWER and self._leader_id == part.leader_id:
-                successors = rpc.preferred_successors(part)
-                self._fetch_deadline = now + self._end_epoch_backoff_ms(successors)
-                # The leader is leaving: stop shielding it from pre-votes (kcore's choice;
-                # Kafka keeps shielding until the follower's own fetch timeout).
-                self._has_fetched = False
+        error = self._accept_leader_epoch(part, now)
+        if error is None and self._role is R.FOLLOWER and self._leader_id == part.leader_id:
+            successors = rpc.preferred_successors(part)
+            self._fetch_deadline = now + self._end_epoch_backoff_ms(successors)
+            # The leader is leaving: stop shielding it from pre-votes (kcore's choice;
+            # Kafka keeps shielding until the follower's own fetch timeout).
+            self._has_fetched = False
         return rpc.end_quorum_epoch_response(
             error or NONE, leader_id=self.leader_id, epoch=self._epoch
         )
@@ -203,13 +191,43 @@ class ElectionMixin(_Base):
     def _on_end_quorum_epoch_response(
         self, source: int, response: m.EndQuorumEpochResponse, now: int
     ) -> None:
+        if self._quorum_epoch_acked(source, response, now) and self._role is R.RESIGNED:
+            self._resign_acks.add(source)
+
+    # -- shared by both announcements ---------------------------------------------------------
+
+    def _accept_leader_epoch(self, part, now: int) -> int | None:
+        """Check a Begin/EndQuorumEpoch request's leader and epoch; if valid, act on them.
+
+        Returns the error to answer with, or None after ``_maybe_transition`` took in the
+        request's (leader, epoch): a higher epoch or a leader not known yet makes this node a
+        follower of that leader.
+        """
+        error = self._validate_voter_only(part.leader_id, part.leader_epoch)
+        if error is None:
+            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+        return error
+
+    def _quorum_epoch_acked(
+        self, source: int, response: m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse, now: int
+    ) -> bool:
+        """True if a Begin/EndQuorumEpoch answer is a success still to act on.
+
+        Everything else is dealt with here: an answer without the single partition is ignored,
+        as is one that ``_maybe_handle_common_response`` fully handles (it is about an older
+        epoch, or names a newer epoch or leader); any other error backs off from ``source``.
+        (Unlike a Vote answer, an error the common handling took care of does not also back
+        off.)
+        """
         part = rpc.partition_of(response)
         if part is None:
-            return
+            return False
         handled = self._maybe_handle_common_response(
             part.error_code, part.leader_id, part.leader_epoch, now
         )
-        if not handled and part.error_code == NONE and self._role is R.RESIGNED:
-            self._resign_acks.add(source)
-        elif not handled and part.error_code != NONE:
+        if handled:
+            return False
+        if part.error_code != NONE:
             self._requests.backoff(source, now)
+            return False
+        return True

@@ -86,11 +86,20 @@ class FollowerMixin(_Base):
 
     # -- Fetch answers ------------------------------------------------------------------------
 
-    def _on_fetch_response(self, source: int, response: m.FetchResponse, now: int) -> None:
+    def _partition_to_handle(
+        self, source: int, response: m.FetchResponse | m.FetchSnapshotResponse, now: int
+    ):
+        """The partition of a Fetch/FetchSnapshot answer, or None when nothing is left to do.
+
+        Deals with what both answers share: one without the single partition backs off from
+        ``source``; one that ``_maybe_handle_common_response`` fully handles (it is about an
+        older epoch, or names a newer epoch or leader) backs off too if it carries an error.
+        The partition returned may still carry an error: each caller treats its own.
+        """
         part = rpc.partition_of(response)
         if part is None:
             self._requests.backoff(source, now)
-            return
+            return None
         leader = part.current_leader
         handled = self._maybe_handle_common_response(
             part.error_code, leader.leader_id, leader.leader_epoch, now
@@ -98,6 +107,12 @@ class FollowerMixin(_Base):
         if handled:
             if part.error_code != NONE:
                 self._requests.backoff(source, now)
+            return None
+        return part
+
+    def _on_fetch_response(self, source: int, response: m.FetchResponse, now: int) -> None:
+        part = self._partition_to_handle(source, response, now)
+        if part is None:
             return
         if part.error_code != NONE:
             self._requests.backoff(source, now)
@@ -181,17 +196,8 @@ class FollowerMixin(_Base):
     def _on_fetch_snapshot_response(
         self, source: int, response: m.FetchSnapshotResponse, now: int
     ) -> None:
-        part = rpc.partition_of(response)
+        part = self._partition_to_handle(source, response, now)
         if part is None:
-            self._requests.backoff(source, now)
-            return
-        leader = part.current_leader
-        handled = self._maybe_handle_common_response(
-            part.error_code, leader.leader_id, leader.leader_epoch, now
-        )
-        if handled:
-            if part.error_code != NONE:
-                self._requests.backoff(source, now)
             return
         writer = self._snapshot_writer
         if self._role is not QuorumRole.FOLLOWER or source != self._leader_id or writer is None:

@@ -66,6 +66,21 @@ class PreVotePartitionData(m.VoteRequest.PartitionData):
         self.pre_vote = pre_vote
 
 
+def _in_metadata_topic(cls, part, **fields):
+    """A ``cls`` message holding ``part`` as its only partition, of ``__cluster_metadata``.
+
+    For the messages whose topic list is ``topics`` of ``TopicData(topic_name, partitions)``:
+    Vote, BeginQuorumEpoch, EndQuorumEpoch and DescribeQuorum (Fetch and FetchSnapshot spell
+    theirs differently). ``fields`` are the message's other top-level fields.
+    """
+    return cls(topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])], **fields)
+
+
+def _leader_id_field(leader_id: int | None) -> int:
+    """A ``LeaderId`` on the wire: -1 while the leader is unknown."""
+    return -1 if leader_id is None else leader_id
+
+
 def partition_of(message: m.Message):
     """The single partition of a KRaft message, or ``None`` if it does not have exactly one.
 
@@ -117,11 +132,7 @@ def vote_request(
         part = PreVotePartitionData(pre_vote=True, **fields)
     else:
         part = m.VoteRequest.PartitionData(**fields)
-    return m.VoteRequest(
-        cluster_id=cluster_id,
-        voter_id=voter_id,
-        topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
-    )
+    return _in_metadata_topic(m.VoteRequest, part, cluster_id=cluster_id, voter_id=voter_id)
 
 
 def vote_response(
@@ -133,41 +144,44 @@ def vote_response(
     part = m.VoteResponse.PartitionData(
         partition_index=METADATA_PARTITION,
         error_code=error_code,
-        leader_id=-1 if leader_id is None else leader_id,
+        leader_id=_leader_id_field(leader_id),
         leader_epoch=epoch,
         vote_granted=granted,
     )
-    return m.VoteResponse(
-        topics=[m.VoteResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
+    return _in_metadata_topic(m.VoteResponse, part)
+
+
+def _quorum_epoch_response(cls, error_code: int, leader_id: int | None, epoch: int, top_error: int):
+    """The answer to BeginQuorumEpoch or EndQuorumEpoch: the two carry the same fields."""
+    if top_error:
+        return cls(error_code=top_error)
+    part = cls.PartitionData(
+        partition_index=METADATA_PARTITION,
+        error_code=error_code,
+        leader_id=_leader_id_field(leader_id),
+        leader_epoch=epoch,
     )
+    return _in_metadata_topic(cls, part)
 
 
 def begin_quorum_epoch_request(
     cluster_id: str | None, *, leader_id: int, epoch: int, voter_id: int
 ) -> m.BeginQuorumEpochRequest:
+    """A new leader's announcement of itself to voter ``voter_id``."""
     part = m.BeginQuorumEpochRequest.PartitionData(
         partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch
     )
-    return m.BeginQuorumEpochRequest(
-        cluster_id=cluster_id,
-        voter_id=voter_id,
-        topics=[m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    return _in_metadata_topic(
+        m.BeginQuorumEpochRequest, part, cluster_id=cluster_id, voter_id=voter_id
     )
 
 
 def begin_quorum_epoch_response(
     error_code: int, *, leader_id: int | None, epoch: int, top_error: int = 0
 ) -> m.BeginQuorumEpochResponse:
-    if top_error:
-        return m.BeginQuorumEpochResponse(error_code=top_error)
-    part = m.BeginQuorumEpochResponse.PartitionData(
-        partition_index=METADATA_PARTITION,
-        error_code=error_code,
-        leader_id=-1 if leader_id is None else leader_id,
-        leader_epoch=epoch,
-    )
-    return m.BeginQuorumEpochResponse(
-        topics=[m.BeginQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
+    """A BeginQuorumEpoch answer; ``top_error`` set means the request itself was bad."""
+    return _quorum_epoch_response(
+        m.BeginQuorumEpochResponse, error_code, leader_id, epoch, top_error
     )
 
 
@@ -183,10 +197,7 @@ def end_quorum_epoch_request(
         preferred_successors=list(preferred),
         preferred_candidates=[cls.ReplicaInfo(candidate_id=c) for c in preferred],
     )
-    return cls(
-        cluster_id=cluster_id,
-        topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
-    )
+    return _in_metadata_topic(cls, part, cluster_id=cluster_id)
 
 
 def preferred_successors(partition) -> list[int]:
@@ -199,17 +210,8 @@ def preferred_successors(partition) -> list[int]:
 def end_quorum_epoch_response(
     error_code: int, *, leader_id: int | None, epoch: int, top_error: int = 0
 ) -> m.EndQuorumEpochResponse:
-    if top_error:
-        return m.EndQuorumEpochResponse(error_code=top_error)
-    part = m.EndQuorumEpochResponse.PartitionData(
-        partition_index=METADATA_PARTITION,
-        error_code=error_code,
-        leader_id=-1 if leader_id is None else leader_id,
-        leader_epoch=epoch,
-    )
-    return m.EndQuorumEpochResponse(
-        topics=[m.EndQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
-    )
+    """An EndQuorumEpoch answer; ``top_error`` set means the request itself was bad."""
+    return _quorum_epoch_response(m.EndQuorumEpochResponse, error_code, leader_id, epoch, top_error)
 
 
 def fetch_request(
@@ -274,7 +276,7 @@ def fetch_response(
         high_watermark=high_watermark,
         log_start_offset=log_start_offset,
         current_leader=cls.LeaderIdAndEpoch(
-            leader_id=-1 if leader_id is None else leader_id, leader_epoch=epoch
+            leader_id=_leader_id_field(leader_id), leader_epoch=epoch
         ),
         records=records,
     )
@@ -337,7 +339,7 @@ def fetch_snapshot_response(
         error_code=error_code,
         snapshot_id=cls.SnapshotId(end_offset=sid.offset, epoch=sid.epoch),
         current_leader=cls.LeaderIdAndEpoch(
-            leader_id=-1 if leader_id is None else leader_id, leader_epoch=epoch
+            leader_id=_leader_id_field(leader_id), leader_epoch=epoch
         ),
         size=size,
         position=position,
@@ -362,10 +364,10 @@ def describe_quorum_response(
     part = cls.PartitionData(
         partition_index=METADATA_PARTITION,
         error_code=error_code,
-        leader_id=-1 if leader_id is None else leader_id,
+        leader_id=_leader_id_field(leader_id),
         leader_epoch=epoch,
         high_watermark=high_watermark,
         current_voters=list(voters),
         observers=list(observers),
     )
-    return cls(topics=[cls.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+    return _in_metadata_topic(cls, part)
