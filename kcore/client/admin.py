@@ -214,6 +214,30 @@ def _by_topic(pairs: Iterable[tuple[tuple[str, int], Any]]) -> dict[str, list[tu
     return out
 
 
+async def _per_topic_to_leader(
+    client: KafkaClient,
+    per_partition: Mapping[tuple[str, int], Any],
+    target: Target | None,
+    api_key: int,
+    version: int | None,
+    topic_id_version: int,
+) -> tuple[Any, int, dict[str, list[tuple[int, Any]]], dict[str, Any]]:
+    """Where a Fetch or Produce of ``{(topic, partition): value}`` goes, and at which version.
+
+    Returns ``(connection, version, {topic: [(partition, value)]}, {topic: topic id})``: the
+    connection to ``target`` (else to the partitions' one leader), the version asked for (else
+    the one negotiated for ``api_key``), and the topic ids, looked up only from
+    ``topic_id_version`` on (empty before: those versions name topics).
+    """
+    if target is None:
+        target = await _leader_of_all(client, per_partition)
+    grouped = _by_topic(per_partition.items())
+    conn = await client.connection(target)
+    v = conn.version_for(api_key) if version is None else version
+    ids = await _topic_ids(client, grouped) if v >= topic_id_version else {}
+    return conn, v, grouped, ids
+
+
 async def list_offsets(
     client: KafkaClient,
     partitions: Mapping[tuple[str, int], int],
@@ -273,13 +297,10 @@ async def fetch(
     v13+ topics are sent and answered by topic id: map ``response.responses[i].topic_id`` back
     with ``client.metadata.topic_by_id``. Returns the FetchResponse, records as memoryviews.
     """
-    if target is None:
-        target = await _leader_of_all(client, offsets)
+    conn, v, grouped, ids = await _per_topic_to_leader(
+        client, offsets, target, 1, version, _FETCH_TOPIC_ID_VERSION
+    )
     F = m.FetchRequest
-    grouped = _by_topic(offsets.items())
-    conn = await client.connection(target)
-    v = conn.version_for(1) if version is None else version
-    ids = await _topic_ids(client, grouped) if v >= _FETCH_TOPIC_ID_VERSION else {}
     body = F(
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
@@ -322,13 +343,10 @@ async def produce(
     """
     if acks not in (-1, 0, 1):
         raise ValueError(f"acks must be -1, 0 or 1, not {acks}")
-    if target is None:
-        target = await _leader_of_all(client, batches)
+    conn, v, grouped, ids = await _per_topic_to_leader(
+        client, batches, target, 0, version, _PRODUCE_TOPIC_ID_VERSION
+    )
     P = m.ProduceRequest
-    grouped = _by_topic(batches.items())
-    conn = await client.connection(target)
-    v = conn.version_for(0) if version is None else version
-    ids = await _topic_ids(client, grouped) if v >= _PRODUCE_TOPIC_ID_VERSION else {}
     body = P(
         transactional_id=transactional_id,
         acks=acks,

@@ -27,6 +27,7 @@ from kcore.metadata.acls import (
 )
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server.handlers.controller_apis import error_response
 from kcore.server.registry import HandlerRegistry
 
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -65,12 +66,13 @@ def _creation_error(creation: Any) -> str | None:
     return None
 
 
-async def _forward(ctx, operation: Callable[[Any, int], Any], fail: Callable[[int, str], Any]):
-    """``controller_call``, a failure (timeout, no controller) answered in every result."""
+async def _forward(ctx, api_key: int, request: Any, operation: Callable[[Any, int], Any]):
+    """``controller_call``; a failure (timeout, no controller) answered in every result of
+    ``request``, as the controller itself answers one it cannot serve."""
     try:
         return await ctx.server.controller_call(operation)
     except KafkaError as e:
-        return fail(int(e.code), e.message)
+        return error_response(api_key, request, e.code, e.message)
 
 
 def _describe_response(acls) -> m.DescribeAclsResponse:
@@ -123,18 +125,9 @@ def register(registry: HandlerRegistry) -> None:
     @registry.register(30, 1, 3)
     async def create_acls(ctx, body: m.CreateAclsRequest) -> m.CreateAclsResponse:
         R = m.CreateAclsResponse
-
-        def fail(code: int, message: str) -> m.CreateAclsResponse:
-            return R(
-                results=[
-                    R.AclCreationResult(error_code=int(code), error_message=message)
-                    for _ in body.creations
-                ]
-            )
-
         refused = _refused(ctx, AclOperation.ALTER)
         if refused is not None:
-            return fail(*refused)
+            return error_response(30, body, *refused)
         results: list[Any] = [None] * len(body.creations)
         valid: list[int] = []
         for i, creation in enumerate(body.creations):
@@ -147,34 +140,16 @@ def register(registry: HandlerRegistry) -> None:
                 )
         if valid:
             request = m.CreateAclsRequest(creations=[body.creations[i] for i in valid])
-            response = await _forward(
-                ctx,
-                lambda c, now: c.create_acls(request),
-                lambda code, message: R(
-                    results=[
-                        R.AclCreationResult(error_code=code, error_message=message) for _ in valid
-                    ]
-                ),
-            )
+            response = await _forward(ctx, 30, request, lambda c, now: c.create_acls(request))
             for i, result in zip(valid, response.results, strict=True):
                 results[i] = result
         return R(results=results)
 
     @registry.register(31, 1, 3)
     async def delete_acls(ctx, body: m.DeleteAclsRequest) -> m.DeleteAclsResponse:
-        R = m.DeleteAclsResponse
-
-        def fail(code: int, message: str) -> m.DeleteAclsResponse:
-            return R(
-                filter_results=[
-                    R.DeleteAclsFilterResult(error_code=int(code), error_message=message)
-                    for _ in body.filters
-                ]
-            )
-
         refused = _refused(ctx, AclOperation.ALTER)
         if refused is not None:
-            return fail(*refused)
+            return error_response(31, body, *refused)
         if not body.filters:
-            return R()
-        return await _forward(ctx, lambda c, now: c.delete_acls(body), fail)
+            return m.DeleteAclsResponse()
+        return await _forward(ctx, 31, body, lambda c, now: c.delete_acls(body))

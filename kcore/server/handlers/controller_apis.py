@@ -45,67 +45,60 @@ CLUSTER_OPERATION = {
 }
 
 
+def _each_failed(Result, items, code: int, message: str | None, echo=lambda item: {}) -> list:
+    """One ``Result`` per item, failed with ``code``; ``echo(item)`` names the item in it."""
+    return [Result(error_code=code, error_message=message, **echo(item)) for item in items]
+
+
+def _named(item) -> dict:
+    return {"name": item.name}
+
+
 def error_response(api_key: int, request: Any, code: int, message: str | None) -> Any:
     """A response failing every item of ``request`` with ``code``, for the APIs without a
     top-level error field; None for the others (the network layer fills their error field)."""
     code = int(code)
     if api_key == 19:
         R = m.CreateTopicsResponse
-        return R(
-            topics=[
-                R.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
-                for t in request.topics
-            ]
-        )
+        return R(topics=_each_failed(R.CreatableTopicResult, request.topics, code, message, _named))
     if api_key == 20:
-        R = m.DeleteTopicsResponse
-        results = [
-            R.DeletableTopicResult(
-                name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
-            )
-            for t in request.topics or ()
-        ]
-        results += [
-            R.DeletableTopicResult(name=name, error_code=code, error_message=message)
-            for name in request.topic_names or ()
-        ]
-        return R(responses=results)
+        Result = m.DeleteTopicsResponse.DeletableTopicResult
+        results = _each_failed(
+            Result,
+            request.topics or (),
+            code,
+            message,
+            lambda t: {"name": t.name, "topic_id": t.topic_id},
+        )
+        results += _each_failed(
+            Result, request.topic_names or (), code, message, lambda name: {"name": name}
+        )
+        return m.DeleteTopicsResponse(responses=results)
     if api_key == 37:
         R = m.CreatePartitionsResponse
         return R(
-            results=[
-                R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
-                for t in request.topics
-            ]
+            results=_each_failed(
+                R.CreatePartitionsTopicResult, request.topics, code, message, _named
+            )
         )
     if api_key == 30:
         R = m.CreateAclsResponse
-        return R(
-            results=[
-                R.AclCreationResult(error_code=code, error_message=message)
-                for _ in request.creations
-            ]
-        )
+        return R(results=_each_failed(R.AclCreationResult, request.creations, code, message))
     if api_key == 31:
         R = m.DeleteAclsResponse
         return R(
-            filter_results=[
-                R.DeleteAclsFilterResult(error_code=code, error_message=message)
-                for _ in request.filters
-            ]
+            filter_results=_each_failed(R.DeleteAclsFilterResult, request.filters, code, message)
         )
     if api_key in (33, 44):
         R = m.AlterConfigsResponse if api_key == 33 else m.IncrementalAlterConfigsResponse
         return R(
-            responses=[
-                R.AlterConfigsResourceResponse(
-                    error_code=code,
-                    error_message=message,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-                for r in request.resources
-            ]
+            responses=_each_failed(
+                R.AlterConfigsResourceResponse,
+                request.resources,
+                code,
+                message,
+                lambda r: {"resource_type": r.resource_type, "resource_name": r.resource_name},
+            )
         )
     return None
 

@@ -214,36 +214,39 @@ def register(registry: HandlerRegistry) -> None:
         if response.error_code == 0:
             R = m.OffsetDeleteResponse
             response.topics.extend(
-                R.OffsetDeleteResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        R.OffsetDeleteResponsePartition(
-                            partition_index=p.partition_index, error_code=int(TOPIC_DENIED)
-                        )
-                        for p in t.partitions
-                    ],
+                _every_partition(
+                    refused,
+                    TOPIC_DENIED,
+                    R.OffsetDeleteResponseTopic,
+                    R.OffsetDeleteResponsePartition,
                 )
-                for t in refused
             )
         return response
+
+
+def _every_partition(topics, code, Topic, Partition, *, topic_id: bool = False) -> list:
+    """Every partition of a request's ``topics`` answered ``code``: ``Topic`` results of
+    ``Partition`` results (``topic_id``: the topic's id echoed too, as OffsetCommit does)."""
+    return [
+        Topic(
+            name=t.name,
+            **({"topic_id": t.topic_id} if topic_id else {}),
+            partitions=[
+                Partition(partition_index=p.partition_index, error_code=int(code))
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
 
 
 def _txn_offset_commit_error(body: m.TxnOffsetCommitRequest, error) -> m.TxnOffsetCommitResponse:
     """Every partition of the request answered ``error``."""
     R = m.TxnOffsetCommitResponse
     return R(
-        topics=[
-            R.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    R.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=int(error)
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in body.topics
-        ]
+        topics=_every_partition(
+            body.topics, error, R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponsePartition
+        )
     )
 
 
@@ -251,19 +254,13 @@ def _offset_commit_refused(topics, code: ErrorCode) -> m.OffsetCommitResponse:
     """Every partition of ``topics`` answered ``code``."""
     R = m.OffsetCommitResponse
     return R(
-        topics=[
-            R.OffsetCommitResponseTopic(
-                name=t.name,
-                topic_id=t.topic_id,
-                partitions=[
-                    R.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=int(code)
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in topics
-        ]
+        topics=_every_partition(
+            topics,
+            code,
+            R.OffsetCommitResponseTopic,
+            R.OffsetCommitResponsePartition,
+            topic_id=True,
+        )
     )
 
 
