@@ -32,6 +32,19 @@ Mirroring (decisions D-17, D-03): mirrored batches carry producer ids rewritten 
 ``hasProducerId`` (``id > -1``). A MIRROR_PID_RESET control record calls :meth:`reset_producers`,
 expiring every producer so producers writing after a failover start fresh.
 
+Transaction verification (KIP-890 part 1, Kafka's ``VerificationStateEntry``): before the first
+transactional batch of a producer's transaction is appended, the produce path asks the
+transaction coordinator whether the partition is in the transaction. It first takes a
+*verification guard* (:meth:`ProducerStateManager.maybe_start_transaction_verification`), a
+fresh object per producer, and appends only if the guard is still the producer's one when the
+answer is in (:meth:`ProducerStateManager.check_verified`). Any transactional batch or marker
+of that producer clears the guard (in :meth:`ProducerStateManager.update`), so an ABORT marker
+written while the question was out makes the stale "yes" useless: without the guard the data
+would open a transaction the coordinator has already finished -- a hanging transaction (the
+ABA case Kafka's ``UnifiedLog`` comment describes). Once the transaction's first batch is in,
+``current_txn_first_offset`` says the transaction is open and later batches need no guard.
+Guards are in memory only: a restart or a new leader just verifies again.
+
 Snapshots: :meth:`take_snapshot` writes the entries to ``<offset>.snapshot`` (format in
 ``producer_snapshot.py``) at segment roll and clean shutdown; recovery loads the newest snapshot
 at or below the recovery point and replays the log from there (``truncate_and_reload``).
@@ -148,6 +161,29 @@ class ProducerStateEntry:
         return None
 
 
+class VerificationGuard:
+    """A token compared by identity: one per verification started (Kafka's
+    ``VerificationGuard``). The produce path holds it across the coordinator round trip."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard({id(self):#x})"
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A verification in progress for one producer (Kafka's ``VerificationStateEntry``).
+
+    ``timestamp`` (ms) lets :meth:`ProducerStateManager.remove_expired_producers` forget an
+    entry whose verification failed and was never retried. Kafka also keeps the lowest sequence
+    seen during verification to refuse an out-of-order first batch; kcore does not (yet).
+    """
+
+    timestamp: int
+    verification_guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
     producer_id: int
@@ -176,6 +212,9 @@ class ProducerAppendInfo:
         self.entry = current.copy() if current else ProducerStateEntry(producer_id)
         self.started_transactions: list[_TxnMetadata] = []
         self.completed_transactions: list[CompletedTxn] = []
+        #: A transactional batch or a marker was recorded: the producer's verification guard,
+        #: if any, is spent (Kafka's ``UnifiedLog.updateProducers``).
+        self.saw_transactional = False
 
     def _check_epoch(self, producer_epoch: int, offset: int) -> None:
         if (
@@ -235,6 +274,8 @@ class ProducerAppendInfo:
         self.entry.add_batch(
             producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp
         )
+        if is_transactional:
+            self.saw_transactional = True
         if is_transactional and self.entry.current_txn_first_offset is None:
             self.entry.current_txn_first_offset = first_offset
             self.started_transactions.append(_TxnMetadata(self.producer_id, first_offset))
@@ -270,6 +311,7 @@ class ProducerAppendInfo:
         entry.current_txn_first_offset = None
         entry.last_timestamp = timestamp
         self.completed_transactions.append(completed)
+        self.saw_transactional = True
         return completed
 
 
@@ -289,6 +331,8 @@ class ProducerStateManager:
         # first offset -> txn, in offset order (appends only ever add larger first offsets).
         self._ongoing: dict[int, _TxnMetadata] = {}
         self._unreplicated: dict[int, _TxnMetadata] = {}  # completed, marker not below the HW
+        # producer id -> the verification in progress (module docstring); in memory only.
+        self._verifications: dict[int, VerificationStateEntry] = {}
         #: The offset up to which this state reflects the log (exclusive).
         self.map_end_offset = 0
 
@@ -307,6 +351,10 @@ class ProducerStateManager:
         self.producers[info.producer_id] = info.entry
         for txn in info.started_transactions:
             self._ongoing[txn.first_offset] = txn
+        if info.saw_transactional and self._verifications:
+            # The transaction's first batch is in (it is ongoing now) or a marker ended it:
+            # either way the guard has served, and a verification racing the marker must fail.
+            self._verifications.pop(info.producer_id, None)
 
     def complete_txn(self, completed: CompletedTxn) -> None:
         txn = self._ongoing.pop(completed.first_offset, None)
@@ -330,6 +378,57 @@ class ProducerStateManager:
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
+
+    # -- transaction verification (KIP-890 part 1) ------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """True when this producer's transaction at this epoch already has data here: its
+        later batches need no verification (Kafka's ``UnifiedLog.hasOngoingTransaction``)."""
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard | None:
+        """The guard to hold while the coordinator is asked about this partition, or None when
+        the producer's transaction is already ongoing here (nothing to ask).
+
+        A verification already in progress for the producer is joined (its guard returned), as
+        Kafka's ``maybeCreateVerificationStateEntry``: concurrent requests of one producer share
+        it, and the first append or marker spends it for all of them.
+        """
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return None
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            entry = self._verifications[producer_id] = VerificationStateEntry(now_ms)
+        return entry.verification_guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        entry = self._verifications.get(producer_id)
+        return None if entry is None else entry.verification_guard
+
+    def check_verified(
+        self, producer_id: int, producer_epoch: int, guard: VerificationGuard | None
+    ) -> None:
+        """Raise INVALID_TXN_STATE unless a transactional batch of this producer may be
+        appended now: its transaction is ongoing here, or ``guard`` is still its guard (no
+        marker or other transactional append came in since the verification started).
+
+        Call it with no checkpoint between it and the append, so nothing can slip in.
+        """
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return
+        if guard is None or self.verification_guard(producer_id) is not guard:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {producer_id} in {self.partition}: Record was not part of an "
+                "ongoing transaction",
+            )
 
     # -- the last stable offset ------------------------------------------------------------
 
@@ -365,6 +464,11 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+        # A verification that failed and was never retried (Kafka expires these on the same
+        # producer.id.expiration.ms).
+        stale = [pid for pid, v in self._verifications.items() if v.timestamp < limit]
+        for pid in stale:
+            del self._verifications[pid]
         return expired
 
     def reset_producers(self) -> None:
@@ -374,12 +478,14 @@ class ProducerStateManager:
         still tracked stay in the LSO computation, so no uncommitted data is exposed.
         """
         self.producers.clear()
+        self._verifications.clear()
 
     def truncate_fully(self) -> None:
         """Drop all state (the log was emptied or restarted at a new offset)."""
         self.producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+        self._verifications.clear()
         self.map_end_offset = 0
 
     # -- snapshots -------------------------------------------------------------------------

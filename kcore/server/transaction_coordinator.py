@@ -292,64 +292,116 @@ class TransactionCoordinatorService(CoordinatorShell):
             _mark_failed(response, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return response
 
+    async def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890 part 1, the one entry point both partition leaders (Produce) and the group
+        coordinator (TxnOffsetCommit) use: are ``partitions`` in the ongoing transaction of
+        ``transactional_id`` at this producer id and epoch?
+
+        Asks the transactional id's coordinator: the core's ``verify_partitions`` when that is
+        this broker (no network, no checkpoint), AddPartitionsToTxn v4+ ``verify_only`` on its
+        inter-broker listener otherwise. Returns every partition's answer, as Kafka's
+        ``AddPartitionsToTxnManager`` hands them to its callers: NONE; TRANSACTION_ABORTABLE
+        (not in the transaction; the caller maps it for older request versions);
+        INVALID_PRODUCER_EPOCH for a fenced producer (PRODUCER_FENCED, which producers do not
+        expect here); INVALID_PRODUCER_ID_MAPPING; COORDINATOR_NOT_AVAILABLE when the
+        ``__transaction_state`` partition has no leader or the leader no endpoint;
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / CONCURRENT_TRANSACTIONS from the
+        coordinator; NETWORK_EXCEPTION when the request failed on the way; INVALID_TXN_STATE
+        for a whole-request CLUSTER_AUTHORIZATION_FAILED (Kafka hides it from clients).
+        """
+        tps = list(partitions)
+        tid = transactional_id
+        info = self.broker.metadata_image.topics.by_name.get(TRANSACTION_STATE)
+        registration = None if info is None else info.partitions.get(self.core.partition_for(tid))
+        if registration is None or registration.leader < 0:
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            if registration.leader == self.broker.node_id:
+                codes = self.core.verify_partitions(tid, producer_id, producer_epoch, tps)
+            else:
+                codes = await self._verify_remote(
+                    registration.leader, tid, producer_id, producer_epoch, tps
+                )
+        except KafkaError as e:
+            # BROKER_NOT_AVAILABLE: the leader has no endpoint we can reach, which Kafka's
+            # getTransactionCoordinator reports as COORDINATOR_NOT_AVAILABLE.
+            code = (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if e.code == ErrorCode.BROKER_NOT_AVAILABLE
+                else e.code
+            )
+            codes = dict.fromkeys(tps, code)
+        except (ClientError, trio.TooSlowError, OSError):
+            codes = dict.fromkeys(tps, ErrorCode.NETWORK_EXCEPTION)
+        return {
+            tp: ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+            for tp, code in codes.items()
+        }
+
     async def verify_txn_offset_commit(
         self, request: m.TxnOffsetCommitRequest, version: int
     ) -> ErrorCode:
         """KIP-890's check before a TxnOffsetCommit is written (installed as the group
         coordinator's ``verify_txn_offset_commit``): is the group's ``__consumer_offsets``
-        partition in the producer's ongoing transaction, at this producer id and epoch?
+        partition in the producer's ongoing transaction (:meth:`verify_partitions`)?
 
-        Asks the transactional id's coordinator (``verify_partitions`` when it is this broker,
-        AddPartitionsToTxn ``verify_only`` otherwise). NONE when it is; INVALID_TXN_STATE (v5+:
-        TRANSACTION_ABORTABLE) when the partition is not in the transaction;
-        INVALID_PRODUCER_EPOCH for a fenced producer, INVALID_PRODUCER_ID_MAPPING for an unknown
-        id; COORDINATOR_NOT_AVAILABLE (retriable) when the transaction coordinator cannot
-        answer now. Off (always NONE) with ``transaction.partition.verification.enable=false``.
+        NONE when it is; INVALID_TXN_STATE (v4+: TRANSACTION_ABORTABLE) when the partition is
+        not in the transaction; INVALID_PRODUCER_EPOCH for a fenced producer,
+        INVALID_PRODUCER_ID_MAPPING for an unknown id; COORDINATOR_NOT_AVAILABLE (retriable)
+        when the transaction coordinator cannot answer now. Off (always NONE) with
+        ``transaction.partition.verification.enable=false``.
         """
         if not self.broker.config.value("transaction.partition.verification.enable"):
             return ErrorCode.NONE
-        tid = request.transactional_id
         tp = (CONSUMER_OFFSETS, self.broker.internal_topics.partition_for(GROUP, request.group_id))
-        info = self.broker.metadata_image.topics.by_name.get(TRANSACTION_STATE)
-        registration = None if info is None else info.partitions.get(self.core.partition_for(tid))
-        if registration is None or registration.leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        try:
-            if registration.leader == self.broker.node_id:
-                code = self.core.verify_partitions(
-                    tid, request.producer_id, request.producer_epoch, [tp]
-                )[tp]
-            else:
-                code = await self._verify_remote(registration.leader, request, tp)
-        except KafkaError as e:
-            code = e.code
-        except (ClientError, trio.TooSlowError, OSError):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return _verification_error(int(code), version)
+        codes = await self.verify_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp]
+        )
+        return _txn_offset_commit_error(codes[tp], version)
 
-    async def _verify_remote(self, node: int, request, tp: tuple[str, int]) -> int:
+    async def _verify_remote(
+        self, node: int, tid: str, producer_id: int, producer_epoch: int, tps
+    ) -> dict[tuple[str, int], ErrorCode]:
         A = m.AddPartitionsToTxnRequest
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in tps:
+            by_topic.setdefault(topic, []).append(index)
         body = A(
             transactions=[
                 A.AddPartitionsToTxnTransaction(
-                    transactional_id=request.transactional_id,
-                    producer_id=request.producer_id,
-                    producer_epoch=request.producer_epoch,
+                    transactional_id=tid,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
                     verify_only=True,
-                    topics=[A.AddPartitionsToTxnTopic(name=tp[0], partitions=[tp[1]])],
+                    topics=[
+                        A.AddPartitionsToTxnTopic(name=topic, partitions=indexes)
+                        for topic, indexes in by_topic.items()
+                    ],
                 )
             ]
         )
         client = await self._client(node)
         response = await client.request("any", body)
         if response.error_code:
-            return response.error_code
+            code = _known(response.error_code)
+            if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                code = ErrorCode.INVALID_TXN_STATE  # Kafka: clients must not see it
+            return dict.fromkeys(tps, code)
+        # A partition the answer does not mention was not verified.
+        codes = dict.fromkeys(tps, ErrorCode.UNKNOWN_SERVER_ERROR)
         for txn in response.results_by_transaction:
             for topic in txn.topic_results:
                 for p in topic.results_by_partition:
-                    if (topic.name, p.partition_index) == tp:
-                        return p.partition_error_code
-        return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                    tp = (topic.name, p.partition_index)
+                    if tp in codes:
+                        codes[tp] = _known(p.partition_error_code)
+        return codes
 
     # -- the log ------------------------------------------------------------------------------
 
@@ -516,25 +568,35 @@ class TransactionCoordinatorService(CoordinatorShell):
 
 
 # Verification answers a TxnOffsetCommit client can act on: the transaction coordinator's own
-# trouble is retriable for it; a fenced producer hears TxnOffsetCommit's fencing error.
-_VERIFICATION_ERRORS = {
+# trouble is retriable for it (NOT_COORDINATOR would send it to look for another *group*
+# coordinator).
+_TXN_OFFSET_COMMIT_ERRORS = {
     ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.BROKER_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
 }
-# First TxnOffsetCommit version that understands TRANSACTION_ABORTABLE.
-_TXN_OFFSET_COMMIT_ABORTABLE_SINCE = 5
+# First TxnOffsetCommit version that understands TRANSACTION_ABORTABLE: v4 ("Version 4 adds
+# support for new error code TRANSACTION_ABORTABLE (KIP-890)", TxnOffsetCommitRequest.json;
+# Kafka's AddPartitionsToTxnManager.txnOffsetCommitRequestVersionToTransactionSupportedOperation
+# maps v4 to genericErrorSupported, v0-3 to defaultError).
+_TXN_OFFSET_COMMIT_ABORTABLE_SINCE = 4
 
 
-def _verification_error(code: int, version: int) -> ErrorCode:
-    error = ErrorCode(code)
-    if error in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE):
+def _txn_offset_commit_error(code: ErrorCode, version: int) -> ErrorCode:
+    if code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE):
         if version >= _TXN_OFFSET_COMMIT_ABORTABLE_SINCE:
             return ErrorCode.TRANSACTION_ABORTABLE
         return ErrorCode.INVALID_TXN_STATE
-    return _VERIFICATION_ERRORS.get(error, error)
+    return _TXN_OFFSET_COMMIT_ERRORS.get(code, code)
+
+
+def _known(code: int) -> ErrorCode:
+    """An answer's error code; one this broker does not know counts as UNKNOWN_SERVER_ERROR."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _mark_failed(response: Any, code: ErrorCode) -> None:

@@ -646,7 +646,11 @@ async def test_write_txn_markers_without_cluster_action_is_refused_and_changes_n
     await cluster.acreate_topic(topic)
     pid = 424_242
     records = _batch([b"x", b"y"], pid=pid, epoch=0, sequence=0, transactional=True)
-    assert await _produce(client, topic, records, _name("txn")) == 0
+    # Appended past the produce handler: no coordinator knows this producer, so a Produce would
+    # fail KIP-890's partition verification.
+    cluster.broker.replica_manager.append_records(
+        topic, 0, records, required_acks=1, now_ms=int(time.time() * 1000)
+    )
     plog = _log(cluster, topic)
     end = plog.log_end_offset
     assert plog.last_stable_offset == 0

@@ -8,7 +8,8 @@ An open transaction the coordinator does track is not hanging — the coordinato
 commit, abort or timeout — so ``find-hanging`` leaves it out even with a zero timeout. The tests
 make a real hanging transaction the way the bugs behind KIP-664 did: transactional records
 written to a partition that was never added to the transaction (a raw Produce with the
-producer's own id and epoch, which kcore, like Kafka before KIP-890's verification, appends).
+producer's own id and epoch, which kcore, like Kafka, appends only with KIP-890's
+``transaction.partition.verification.enable=false``).
 """
 
 import subprocess
@@ -236,7 +237,13 @@ def test_transactions_describe_producers_of_an_unknown_partition_fails(kcore_clu
 # -- find-hanging / abort ------------------------------------------------------------------------
 
 
-def test_transactions_find_hanging_and_abort_free_the_last_stable_offset(kcore_cluster, capsys):
+def test_transactions_find_hanging_and_abort_free_the_last_stable_offset(
+    kcore_cluster_factory, capsys
+):
+    # With partition verification on (the default), the stray writes below would be refused.
+    kcore_cluster = kcore_cluster_factory(
+        config={"transaction.partition.verification.enable": "false"}
+    )
     topic, tid = _name("hang"), _name("tid")
     kcore_cluster.create_topic(topic, partitions=3)
     # The producer opens a transaction on partition 0 and never ends it (it stays alive).

@@ -11,42 +11,97 @@ need WRITE on the request's transactional id (every partition answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is appended); each topic needs
 WRITE (TOPIC_AUTHORIZATION_FAILED), checked before whether it exists, so a producer learns
 nothing about topics it may not write.
+
+Transaction verification (KIP-890 part 1, ``transaction.partition.verification.enable``, on by
+default): a transactional batch whose producer has no ongoing transaction on the partition yet
+-- the first batch of a transaction there -- is appended only once the transaction coordinator
+has confirmed that the producer added the partition to its transaction (AddPartitionsToTxn).
+Without the check, a batch sent without AddPartitionsToTxn, or one that arrives after its
+transaction was aborted, opens a transaction no coordinator will ever end: a hanging
+transaction that pins the last stable offset. The partition's producer state holds a
+verification guard across the round trip (see ``kcore/log/producer_state.py``); a marker
+written meanwhile spends the guard and the append is refused. Later batches of the same
+transaction find it ongoing in producer state and cost nothing more. As Kafka's
+``ReplicaManager``, requests without a transactional id are not verified, and all the
+partitions of a request are appended only after the verification, with one question to the
+coordinator per request.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from kcore.log.producer_state import AppendOrigin
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import iter_batches
+from kcore.record.batch import RecordBatch, iter_batches
 from kcore.record.errors import CorruptRecordError, UnsupportedMagicError
 from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
+
+if TYPE_CHECKING:
+    from kcore.server.transaction_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
 
 Resp = m.ProduceResponse
 
+# What a failed verification tells the producer, as Kafka 4.x: AddPartitionsToTxnManager
+# (produceRequestVersionToTransactionSupportedOperation) gives Produce v11+ the coordinator's
+# TRANSACTION_ABORTABLE (KIP-890, "Version 11 adds support for new error code
+# TRANSACTION_ABORTABLE" in ProduceRequest.json) and v3-10 INVALID_TXN_STATE.
+# ReplicaManager.handleProduceAppend then words INVALID_TXN_STATE as "Partition was not added
+# to the transaction" and turns the coordinator's retriable trouble into NOT_ENOUGH_REPLICAS,
+# which every producer retries without refreshing metadata (older clients do not retry
+# NOT_COORDINATOR and friends on a produce correctly). Kafka keeps CONCURRENT_TRANSACTIONS
+# only for transaction-version-2 producers (Produce v12+ adding the partition itself); kcore
+# speaks transaction version 1 only, so v12+ is verified and mapped as v11.
+_ABORTABLE_SINCE = 11
+_UNVERIFIABLE = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
 
-def _one_batch(records) -> None:
+
+def _verification_failure(code: ErrorCode, version: int) -> KafkaError:
+    """The produce error for a partition the coordinator did not confirm (``code``)."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < _ABORTABLE_SINCE:
+        code = ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return KafkaError(code, "Partition was not added to the transaction")
+    if code in _UNVERIFIABLE:
+        return KafkaError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            "Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {code.name}",
+        )
+    return KafkaError(code)
+
+
+def _one_batch(records) -> RecordBatch:
     """Kafka 4.x: from Produce v3 on, a partition's records are exactly one v2 batch."""
     try:
         it = iter_batches(records)
-        count = sum(1 for _ in it)
+        batches = list(it)
     except UnsupportedMagicError as e:
         raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
     except CorruptRecordError as e:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
-    if count != 1 or it.trailing_bytes:
+    if len(batches) != 1 or it.trailing_bytes:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
             "produce requests from version 3 on must carry exactly one record batch per "
-            f"partition (got {count} and {it.trailing_bytes} stray bytes)",
+            f"partition (got {len(batches)} and {it.trailing_bytes} stray bytes)",
         )
+    return batches[0]
 
 
 def _has_transactional_records(body: m.ProduceRequest) -> bool:
@@ -107,7 +162,7 @@ def register(registry: HandlerRegistry) -> None:
             for t in body.topic_data
         ]
         writable = authz.filter_allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
-        waits = []
+        ready: list[tuple[str, m.ProduceRequest.PartitionProduceData, RecordBatch, object]] = []
         for topic_data, topic in zip(body.topic_data, names, strict=True):
             topic_response = Resp.TopicProduceResponse(
                 name=topic_data.name, topic_id=topic_data.topic_id
@@ -128,31 +183,134 @@ def register(registry: HandlerRegistry) -> None:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if pd.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "null records")
-                    _one_batch(pd.records)
-                    info = replicas.append_records(
-                        topic,
-                        pd.index,
-                        pd.records,
-                        required_acks=acks,
-                        now_ms=now_ms,
-                        origin=AppendOrigin.CLIENT,
-                    )
-                    entry.base_offset = info.first_offset
-                    entry.log_append_time_ms = info.log_append_time
-                    entry.log_start_offset = info.log_start_offset
-                    if acks == -1:
-                        waits.append((topic, pd.index, info.last_offset + 1, entry))
+                    ready.append((topic, pd, _one_batch(pd.records), entry))
                 except KafkaError as e:
-                    entry.error_code = int(e.code)
-                    entry.error_message = e.message
-                    entry.base_offset = -1
-                    if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                        _current_leader(broker, topic, pd.index, entry)
+                    _fail(broker, topic, pd.index, entry, e)
+        verifying: dict[tuple[str, int], _Verification] = {}
+        if body.transactional_id is not None and ready:
+            verifying = await _verify(ctx, body.transactional_id, ready, now_ms)
+            if verifying:
+                now_ms = int(time.time() * 1000)  # the coordinator may have taken a while
+        waits = []
+        for topic, pd, batch, entry in ready:
+            try:
+                verification = verifying.get((topic, pd.index))
+                if verification is not None:
+                    verification.check(replicas, topic, pd.index, batch)
+                # No checkpoint between the check above and the append: nothing (a marker
+                # above all) can be written to the partition in between.
+                info = replicas.append_records(
+                    topic,
+                    pd.index,
+                    pd.records,
+                    required_acks=acks,
+                    now_ms=now_ms,
+                    origin=AppendOrigin.CLIENT,
+                )
+                entry.base_offset = info.first_offset
+                entry.log_append_time_ms = info.log_append_time
+                entry.log_start_offset = info.log_start_offset
+                if acks == -1:
+                    waits.append((topic, pd.index, info.last_offset + 1, entry))
+            except KafkaError as e:
+                _fail(broker, topic, pd.index, entry, e)
         if waits:
             await broker.wait_for_high_watermarks(waits, body.timeout_ms / 1000)
         if acks == 0:
             return None
         return response
+
+
+def _fail(broker, topic: str, index: int, entry, error: KafkaError) -> None:
+    entry.error_code = int(error.code)
+    entry.error_message = error.message
+    entry.base_offset = -1
+    if error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        _current_leader(broker, topic, index, entry)
+
+
+class _Verification:
+    """One partition's verification: the guard taken before asking the coordinator (None when
+    there was nothing to ask), and the error to refuse the append with (None if the answer
+    was yes)."""
+
+    __slots__ = ("guard", "failure")
+
+    def __init__(self, guard) -> None:
+        self.guard = guard
+        self.failure: KafkaError | None = None
+
+    def check(self, replicas, topic: str, index: int, batch: RecordBatch) -> None:
+        """Raise the verification's failure, or INVALID_TXN_STATE if the guard is spent (a
+        marker or another transactional append came in while the coordinator answered)."""
+        if self.failure is not None:
+            raise self.failure
+        partition = replicas.leader_partition(topic, index)  # it may have moved meanwhile
+        partition.log.producer_state.check_verified(
+            batch.producer_id, batch.producer_epoch, self.guard
+        )
+
+
+async def _verify(
+    ctx, transactional_id: str, ready, now_ms: int
+) -> dict[tuple[str, int], _Verification]:
+    """Start the verification of every partition whose batch is the first of its producer's
+    transaction there, ask the coordinator once for all of them, and record the answers.
+
+    Returns the partitions to check right before their append (the others need no check).
+    Raises nothing: every failure is the partition's (all of them, for a request mixing
+    producers).
+    """
+    broker = ctx.server
+    producers = set()
+    for _, _, batch, _ in ready:
+        if batch.is_transactional:
+            producers.add((batch.producer_id, batch.producer_epoch))
+    if not producers:
+        return {}
+    verifying: dict[tuple[str, int], _Verification] = {}
+    if len(producers) > 1:
+        # Kafka's ReplicaManager refuses the whole request: one verification is one producer.
+        error = KafkaError(
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+            "Transactional records contained more than one producer ID",
+        )
+        for topic, pd, _, _ in ready:
+            verification = verifying[(topic, pd.index)] = _Verification(None)
+            verification.failure = error
+        return verifying
+    # Read per request: a config whose value changes at run time would take effect at once.
+    if not broker.config.value("transaction.partition.verification.enable"):
+        return {}
+    ((producer_id, producer_epoch),) = producers
+    replicas = broker.replica_manager
+    for topic, pd, batch, _ in ready:
+        if not batch.is_transactional:
+            continue
+        partition = replicas.partitions.get((topic, pd.index))
+        if partition is None or not partition.is_leader:
+            # Nothing to ask: the check answers UNKNOWN_TOPIC_OR_PARTITION or
+            # NOT_LEADER_OR_FOLLOWER, or INVALID_TXN_STATE (no guard) if this broker became
+            # the leader while the coordinator answered for the other partitions.
+            verifying[(topic, pd.index)] = _Verification(None)
+            continue
+        guard = partition.log.producer_state.maybe_start_transaction_verification(
+            producer_id, producer_epoch, now_ms
+        )
+        if guard is not None:  # None: the transaction is ongoing here, nothing to ask
+            verifying[(topic, pd.index)] = _Verification(guard)
+    asking = [tp for tp, v in verifying.items() if v.guard is not None]
+    if not asking:
+        return verifying
+    coordinator: TransactionCoordinatorService = broker.transaction_coordinator
+    codes = await coordinator.verify_partitions(
+        transactional_id, producer_id, producer_epoch, asking
+    )
+    for tp in asking:
+        code = codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code != ErrorCode.NONE:
+            verifying[tp].failure = _verification_failure(code, ctx.version)
+    return verifying
 
 
 def _current_leader(broker, topic: str, index: int, entry) -> None:
