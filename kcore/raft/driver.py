@@ -184,6 +184,9 @@ class RaftDriver:
         cluster_id: checked against the peers' requests (``None``: not checked).
         segment_bytes: ``metadata.log.segment.bytes`` (default 1 GiB; small values for tests).
         rng: randomness for the core's timers (seed it to replay).
+        commit_delay_ms: testing only (``kcore.testing.metadata.replay.delay.ms``): committed
+            entries reach the commit listeners no earlier than this long after :meth:`run`
+            starts, as on a node with a long metadata log to replay.
     """
 
     def __init__(
@@ -195,6 +198,7 @@ class RaftDriver:
         cluster_id: str | None = None,
         segment_bytes: int | None = None,
         rng: random.Random | None = None,
+        commit_delay_ms: int = 0,
     ) -> None:
         self.node_id = node_id
         self.config = config
@@ -226,6 +230,8 @@ class RaftDriver:
         self._flushes_begun = 0
         self._flushes_done = 0
         self._queued_calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._commit_delay_s = commit_delay_ms / 1000
+        self._commits_held_until: float | None = None  # trio time; set by run() when delayed
 
     @classmethod
     def from_properties(
@@ -248,6 +254,7 @@ class RaftDriver:
             directory,
             cluster_id=cluster_id,
             segment_bytes=int(segment) if segment else None,
+            commit_delay_ms=int(props.get("kcore.testing.metadata.replay.delay.ms") or 0),
         )
 
     # -- listeners (register before run) ----------------------------------------------------
@@ -312,6 +319,8 @@ class RaftDriver:
         """
         if self.core is not None:
             raise RuntimeError("RaftDriver.run may only be called once")
+        if self._commit_delay_s:
+            self._commits_held_until = trio.current_time() + self._commit_delay_s
         try:
             self._open()
             async with trio.open_nursery() as nursery:
@@ -414,7 +423,15 @@ class RaftDriver:
             self._run_queued_calls()
             if self._fatal is not None:
                 raise self._fatal
-            with trio.move_on_at(poll.deadline / 1000):
+            deadline = poll.deadline / 1000
+            held = self._commits_held_until
+            if held is not None:
+                if trio.current_time() >= held:
+                    self._commits_held_until = None
+                    self._deliver_commits(core.high_watermark)
+                    continue
+                deadline = min(deadline, held)
+            with trio.move_on_at(deadline):
                 await self._wake.wait()
 
     async def _make_durable(self) -> None:
@@ -538,6 +555,8 @@ class RaftDriver:
     # -- state machine events ----------------------------------------------------------------
 
     def _deliver_commits(self, high_watermark: int) -> None:
+        if self._commits_held_until is not None:
+            return  # testing: delivered by the loop once the delay is over
         log_ = self.log
         while self._applied < high_watermark:
             if self._applied < log_.start_offset:

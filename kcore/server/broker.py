@@ -70,7 +70,13 @@ from kcore.server.transaction_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
 
-MAINTENANCE_INTERVAL_S = 1.0
+# The maintenance task wakes at the shortest period it serves (see _maintenance_interval_s),
+# within these bounds: at least 1 s apart as it always was, and at most 10 s, so that with
+# Kafka's defaults (retention check 5 min, checkpoints 60 s, file.delete.delay.ms 60 s, no
+# time-based flush) an idle node wakes for it 0.1 times a second instead of once, and a segment
+# waiting for deletion goes at most 10 s late.
+MAINTENANCE_MIN_INTERVAL_S = 1.0
+MAINTENANCE_MAX_INTERVAL_S = 10.0
 SHUTDOWN_DRAIN_S = 5.0
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -173,6 +179,7 @@ class KafkaBroker:
             config.metadata_log_max_record_bytes_between_snapshots,
         )
         self.ready = trio.Event()
+        self._maintenance_wake = trio.Event()  # set when topics or configs change
         self._stop_requested = trio.Event()
         self.stopped = trio.Event()
         self._shut_down_acked = trio.Event()
@@ -258,6 +265,9 @@ class KafkaBroker:
 
     def on_metadata_update(self, delta, image: MetadataImage) -> None:
         now = _now_ms()
+        changed = (getattr(delta, "configs_delta", None), getattr(delta, "topics_delta", None))
+        if changed != (None, None):
+            self._maintenance_wake.set()  # a new log or config may need an earlier tick
         if getattr(delta, "configs_delta", None) is not None:
             self._topic_configs.clear()
             for topic in {t for t, _ in self.replica_manager.partitions}:
@@ -299,9 +309,9 @@ class KafkaBroker:
         specs = []
         for listener in self.config.listeners:
             kind = CONTROLLER if listener.name in controller_names else BROKER
-            specs.append(
-                ListenerSpec(listener.name, listener.host or "0.0.0.0", listener.port, kind)
-            )
+            host = listener.host or "0.0.0.0"
+            # Client listeners wait for the first metadata catch-up (see run()).
+            specs.append(ListenerSpec(listener.name, host, listener.port, kind, kind == CONTROLLER))
         return specs
 
     def request_stop(self) -> None:
@@ -336,6 +346,12 @@ class KafkaBroker:
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)
+                # Only now may clients be served: the image has caught up with the metadata log
+                # (a client is never told that an existing topic does not exist), and the
+                # replica manager has opened the partitions it names. Kafka's BrokerServer
+                # likewise waits for the controller to call it caught up, for the first
+                # published image and for unfencing before enableRequestProcessing.
+                await self.server.enable_request_processing()
                 nursery.start_soon(self._maintenance)
                 nursery.start_soon(self.snapshotter.run)
                 log.info(
@@ -381,9 +397,27 @@ class KafkaBroker:
         """A snapshot replaced the metadata log (fetched from the leader): reload from it."""
         self.loader.load_snapshot(reader.records(), reader.snapshot_id.offset - 1)
 
+    def _maintenance_interval_s(self) -> float:
+        """How long the maintenance task may sleep: the shortest of the periods that
+        ``LogManager.maintain`` serves (the retention check, the checkpoints, and each log's
+        ``flush.ms`` and ``file.delete.delay.ms``), within the bounds above."""
+        manager = self.log_manager
+        period_ms = min(manager.retention_check_interval_ms, manager.checkpoint_interval_ms)
+        for plog in manager.logs.values():
+            period_ms = min(period_ms, plog.config.flush_ms, plog.config.file_delete_delay_ms)
+        return min(max(period_ms / 1000, MAINTENANCE_MIN_INTERVAL_S), MAINTENANCE_MAX_INTERVAL_S)
+
     async def _maintenance(self) -> None:
+        last_run = trio.current_time()
         while True:
-            await trio.sleep(MAINTENANCE_INTERVAL_S)
+            # A metadata change only recomputes the deadline (a new topic may have a short
+            # flush.ms); the deadline counts from the last run, so a stream of changes cannot
+            # postpone the work.
+            self._maintenance_wake = trio.Event()
+            with trio.move_on_at(last_run + self._maintenance_interval_s()):
+                await self._maintenance_wake.wait()
+                continue
+            last_run = trio.current_time()
             checkpoints = self.log_manager.maintain(_now_ms())
             if checkpoints is not None:
                 # 6 fsyncs per log dir: 2 ms idle, tens of ms under write load; off the event
@@ -393,7 +427,18 @@ class KafkaBroker:
                 await trio.to_thread.run_sync(checkpoints.write)
 
     async def _broker_lifecycle(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Register with the controller, then heartbeat; ready once unfenced."""
+        """Register with the controller, then heartbeat; ready (``task_status.started()``) once
+        unfenced and caught up.
+
+        Caught up: this node's metadata image includes the broker's own ``RegisterBrokerRecord``
+        (its offset is the broker epoch the controller answered), so every record committed
+        before the registration — every topic that existed when this broker came back — is in
+        the image, and the replica manager, a publisher called synchronously with each new
+        image, has applied it. This is Kafka's ``isCaughtUp`` (the heartbeat's metadata offset
+        at or past the registration record's offset, ``ClusterControlManager``) and the
+        controller's own condition for unfencing; checked here as well so that the client
+        listeners never open early, whatever the controller answers.
+        """
         started = False
         while self.broker_epoch < 0:
             try:
@@ -426,11 +471,23 @@ class KafkaBroker:
                     self._shut_down_acked.set()
             except KafkaError as e:
                 log.debug("heartbeat failed: %s", e)
-            if not fenced and not started:
+            caught_up = self.metadata_image.offset >= self.broker_epoch
+            if not fenced and caught_up and not started:
                 started = True
+                log.info(
+                    "broker %d caught up with the metadata log (offset %d, registered at %d)",
+                    self.node_id,
+                    self.metadata_image.offset,
+                    self.broker_epoch,
+                )
                 task_status.started()
             shutting_down = self._stop_requested.is_set()
-            await trio.sleep(0.05 if fenced or shutting_down else interval)
+            with trio.move_on_after(0.05 if fenced or shutting_down else interval):
+                if shutting_down:
+                    await trio.sleep_forever()
+                # A stop asks to shut down at once, not a heartbeat interval later (2 s by
+                # default), as Kafka's BeginControlledShutdownEvent sends a heartbeat now.
+                await self._stop_requested.wait()
 
     def _registration_request(self) -> m.BrokerRegistrationRequest:
         Req = m.BrokerRegistrationRequest

@@ -187,6 +187,10 @@ _KEYS = [
     _k("metadata.max.retention.bytes", _L, 104857600, None, "Metadata log + snapshots kept."),
     _k("metadata.max.retention.ms", _L, 604800000, None, "Metadata log retention time."),
     _k("metadata.max.idle.interval.ms", _I, 500, _R0, "No-op record interval of the controller."),
+    _k("kcore.testing.metadata.replay.delay.ms", _L, 0, _R0,
+       "Testing only: committed metadata reaches this node's listeners (broker image, "
+       "controller) this long after the metadata quorum starts, as on a node with a long "
+       "metadata log to replay.", kcore_only=True),
     _k("unstable.api.versions.enable", _B, False, None, "Serve unreleased API versions."),
     _k("unstable.feature.versions.enable", _B, False, None, "Allow unreleased feature levels."),
     # -- listeners and the socket server

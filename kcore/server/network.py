@@ -5,9 +5,10 @@ Theory of operation
 One Trio task accepts on each listener; each connection gets **one task** that reads, answers
 and writes, in that order, over and over:
 
-* it pulls bytes from the socket into a :class:`~kcore.protocol.FrameDecoder` (one
-  ``receive_some`` of up to 64 KiB, or of the rest of a large frame up to 4 MiB), then answers
-  every complete frame the decoder holds, in order, before it reads again. Requests of one
+* it pulls bytes from the socket into a :class:`~kcore.protocol.FrameDecoder` (one read,
+  ``os.read`` of the socket after ``wait_readable`` if nothing is there yet, of up to 64 KiB,
+  or of the rest of a large frame up to 4 MiB), then answers every complete frame the decoder
+  holds, in order, before it reads again. Requests of one
   connection are thus processed one at a time, exactly as Kafka mutes a channel while a
   request is in flight, which is what makes responses arrive in request order (clients pipeline
   and rely on it). While a request is processed nothing is read: a client that pipelines
@@ -35,6 +36,16 @@ v0 fallback answer so the client can retry lower. A handler's unexpected excepti
 and answered with UNKNOWN_SERVER_ERROR where the response has an error code, else the
 connection is closed. Nothing a client sends can stop the listener or other connections.
 Idle connections are closed after ``connections.max.idle.ms``.
+
+Startup: the controller listeners are served as soon as they are bound (the metadata quorum
+needs them to catch up). The client listeners wait for
+:meth:`KafkaServer.enable_request_processing`, which the broker calls once it has caught up with
+the metadata log and been unfenced, as Kafka's ``BrokerServer.startup`` calls
+``SocketServer.enableRequestProcessing`` last; until then no client can be told that an existing
+topic does not exist. Like Kafka's ``Acceptor``, a waiting listener with a fixed port is not even
+opened (a connect is refused, as by a broker that is down, and clients retry; whatever probes the
+port for readiness is not misled), and one on port 0 is opened at once, so that its port is
+known, but nothing is accepted from it until then (connections wait in the kernel's backlog).
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -59,7 +71,7 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.server.registry import HandlerRegistry
+from kcore.server.registry import EncodedResponse, HandlerRegistry
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +106,9 @@ class ListenerSpec:
     host: str
     port: int
     listener_type: str  # registry.BROKER or registry.CONTROLLER
+    # Served at once; otherwise only after KafkaServer.enable_request_processing() (see the
+    # module docstring). Kafka starts its controller listeners early and the others last.
+    early_start: bool = True
 
 
 @dataclass(slots=True)
@@ -117,20 +132,59 @@ class KafkaServer:
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> actual (host, port)
         self.connections = 0
         self._accepting: list[trio.CancelScope] = []  # one per listener
+        self._processing_enabled = trio.Event()
+        # Listeners waiting for enable_request_processing: name -> sockets (None: not bound).
+        self._waiting: dict[str, list[trio.SocketListener] | None] = {}
+        self._waiting_specs: dict[str, ListenerSpec] = {}
         self._draining = False
         self._idle = trio.Event()
         self._open: set[_Connection] = set()
 
     async def serve(self, listeners: list[ListenerSpec], *, task_status=trio.TASK_STATUS_IGNORED):
-        """Bind every listener, report readiness, then serve until cancelled."""
+        """Bind the listeners, report readiness with ``{name: (host, port)}``, then serve until
+        cancelled. A listener that is not ``early_start`` waits for
+        :meth:`enable_request_processing`; with a fixed port it is bound only then, and its
+        configured address is reported."""
         async with trio.open_nursery() as nursery:
             for spec in listeners:
-                sockets = await trio.open_tcp_listeners(spec.port, host=spec.host)
-                host, port = sockets[0].socket.getsockname()[:2]
-                self.bound[spec.name] = (host, port)
-                log.info("listening on %s://%s:%d (%s)", spec.name, host, port, spec.listener_type)
+                if spec.early_start or spec.port == 0:
+                    sockets = await self._bind(spec)
+                else:
+                    sockets = None
+                    self.bound[spec.name] = (spec.host, spec.port)
+                if not spec.early_start:
+                    self._waiting[spec.name] = sockets
+                    self._waiting_specs[spec.name] = spec
                 nursery.start_soon(self._accept_loop, spec, sockets, nursery)
             task_status.started(dict(self.bound))
+
+    async def enable_request_processing(self) -> None:
+        """Start serving the listeners that are not ``early_start`` (Kafka's
+        ``SocketServer.enableRequestProcessing``); returns once every one of them is bound, so
+        a client may connect at once. Idempotent.
+
+        Raises:
+            OSError: a listener cannot be bound (its port is taken, say).
+        """
+        if self._processing_enabled.is_set():
+            return
+        for name, sockets in list(self._waiting.items()):
+            if sockets is None:
+                spec = self._waiting_specs[name]
+                self._waiting[name] = await self._bind(spec)
+        log.info("enabling request processing on every listener")
+        self._processing_enabled.set()
+
+    @property
+    def processing_enabled(self) -> bool:
+        return self._processing_enabled.is_set()
+
+    async def _bind(self, spec: ListenerSpec) -> list[trio.SocketListener]:
+        sockets = await trio.open_tcp_listeners(spec.port, host=spec.host)
+        host, port = sockets[0].socket.getsockname()[:2]
+        self.bound[spec.name] = (host, port)
+        log.info("listening on %s://%s:%d (%s)", spec.name, host, port, spec.listener_type)
+        return sockets
 
     async def drain(self) -> None:
         """Stop accepting; let each connection finish the request it is processing, then close
@@ -146,6 +200,14 @@ class KafkaServer:
     async def _accept_loop(self, spec: ListenerSpec, sockets, connections_nursery) -> None:
         with trio.CancelScope() as scope:
             self._accepting.append(scope)
+            if not spec.early_start:
+                try:
+                    await self._processing_enabled.wait()
+                except BaseException:  # drained or cancelled before it was enabled
+                    for listener in self._waiting.pop(spec.name, None) or ():
+                        listener.socket.close()
+                    raise
+                sockets = self._waiting.pop(spec.name)
             async with trio.open_nursery() as nursery:
                 for listener in sockets:
                     nursery.start_soon(self._accept, spec, listener, connections_nursery)
@@ -218,8 +280,17 @@ class _Connection:
     async def _serve(self) -> None:
         """Read, then answer every complete frame in order; repeat until EOF or stop."""
         idle = self.server.limits.idle_timeout_s
+        # One scope for the connection's life whose deadline is set only while waiting for a
+        # request: setting a deadline costs ~4 us, a move_on_after per read ~10 us.
+        with trio.CancelScope() as idle_scope:
+            await self._serve_frames(idle_scope, idle)
+            return
+        raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
+
+    async def _serve_frames(self, idle_scope: trio.CancelScope, idle: float) -> None:
         decoder = self.decoder
-        stream = self.stream
+        sock = self.stream.socket
+        fd = sock.fileno()
         while True:
             first = True  # the read that brought these frames was a checkpoint already
             while True:
@@ -236,10 +307,11 @@ class _Connection:
                 first = False
                 self._busy = True
                 try:
-                    with trio.CancelScope(shield=self._stopping):
-                        parts = await self._handle(frame)
-                        if parts:
-                            await self._send(parts)
+                    if self._stopping:  # the last request of a draining connection
+                        with trio.CancelScope(shield=True):
+                            await self._answer(frame)
+                    else:
+                        await self._answer(frame)
                 finally:
                     self._busy = False
                 if self._stopping:
@@ -247,15 +319,37 @@ class _Connection:
             # A large frame in progress is read in large pieces (fewer wake-ups and joins).
             pending = decoder.pending_frame_size() or 0
             want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
-            with trio.move_on_after(idle) as scope:
-                data = await stream.receive_some(want)
-            if scope.cancelled_caught:
-                raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
+            # Straight from the socket, as the writes go (trio's SocketStream.receive_some costs
+            # ~10 us more per read in wrappers and checkpoints).
+            try:
+                data = os.read(fd, want)
+            except BlockingIOError:
+                data = None
+            if data is None:
+                while data is None:
+                    idle_scope.deadline = trio.current_time() + idle
+                    await trio.lowlevel.wait_readable(sock)
+                    if idle_scope.cancel_called:  # readable just as the idle timeout expired
+                        raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
+                    idle_scope.deadline = math.inf
+                    try:
+                        data = os.read(fd, want)
+                    except BlockingIOError:
+                        data = None
+            else:
+                # Data already there: yield once anyway, as the wait would have (one yield per
+                # read keeps a pipelining client from starving the other connections).
+                await trio.lowlevel.checkpoint()
             if not data:
                 if decoder.buffered:
                     log.debug("connection %d closed mid-frame", self.id)
                 return
             decoder.receive_data(data)
+
+    async def _answer(self, frame: bytes) -> None:
+        parts = await self._handle(frame)
+        if parts:
+            await self._send(parts)
 
     async def _handle(self, frame: bytes) -> list[Any] | None:
         try:
@@ -295,6 +389,8 @@ class _Connection:
             response = _error_response(request.api.key, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         if response is None:
             return None
+        if type(response) is EncodedResponse:
+            return response.parts(request.correlation_id)
         return encode_response(api_key, version, request.correlation_id, response)
 
     async def _send(self, parts: list[Any]) -> None:

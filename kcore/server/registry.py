@@ -7,7 +7,10 @@ it can dispatch are the same fact. The advertised range is clipped to what the c
 
 Handlers are coroutines ``async def handler(ctx: RequestContext, body) -> response | None``
 (``None``: no response, e.g. Produce with acks=0). They live in ``kcore/server/handlers/``, one
-module per API family, and register with :func:`HandlerRegistry.register`.
+module per API family, and register with :func:`HandlerRegistry.register`. A handler whose
+answer is the same for many requests may return an :class:`EncodedResponse` it encoded once
+(ApiVersions per listener type and version, Metadata per image and request shape): the network
+layer then only writes the request's correlation id into it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kcore.protocol import APIS
+from kcore.protocol import APIS, encode_response
+from kcore.protocol.primitives import INT32
 
 BROKER = "broker"
 CONTROLLER = "controller"
@@ -34,6 +38,25 @@ class HandlerSpec:
     listeners: frozenset[str]
 
 
+class EncodedResponse:
+    """A response body encoded once, to be sent to any number of requests of the same API and
+    version: the frame is kept with correlation id 0, and :meth:`parts` gives the parts of the
+    frame for one correlation id without copying it (the id is the first field of every
+    response header, right after the 4-byte size). Immutable."""
+
+    __slots__ = ("api_key", "version", "frame", "_size", "_after_id")
+
+    def __init__(self, api_key: int, version: int, body: Any) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.frame = b"".join(bytes(p) for p in encode_response(api_key, version, 0, body))
+        self._size = self.frame[:4]
+        self._after_id = memoryview(self.frame)[8:]
+
+    def parts(self, correlation_id: int) -> list[Any]:
+        return [self._size, INT32.pack(correlation_id), self._after_id]
+
+
 class HandlerRegistry:
     """(API key, listener type) → handler, with advertised versions per listener type.
 
@@ -43,6 +66,9 @@ class HandlerRegistry:
 
     def __init__(self) -> None:
         self._specs: dict[tuple[int, str], HandlerSpec] = {}
+        # Bumped by every change: what is derived from the table (the encoded ApiVersions
+        # answers) is keyed on it.
+        self.generation = 0
 
     def register(
         self,
@@ -69,6 +95,7 @@ class HandlerRegistry:
                 raise ValueError(f"{api.name} registered twice (on {', '.join(taken)} listeners)")
             for kind in spec.listeners:
                 self._specs[(api_key, kind)] = spec
+            self.generation += 1
             return fn
 
         return decorate
@@ -93,3 +120,4 @@ class HandlerRegistry:
             if key in self._specs:
                 raise ValueError(f"{spec.name} registered twice")
             self._specs[key] = spec
+            self.generation += 1

@@ -11,6 +11,15 @@ by name answers TOPIC_AUTHORIZATION_FAILED whether or not it exists (nothing abo
 disclosed), one asked for by id the same with its id (ids are not secret). Creating a missing
 topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise). The
 authorized-operations fields are filled when asked for (v8+), as Kafka does.
+
+Encoded answers are cached (:class:`_MetadataCache`): the answer is a function of the metadata
+image (topics, brokers, ACLs), the listener, the request version and shape (topics asked for,
+flags), and — with kcore's StandardAuthorizer, whose ACLs are the image's — the principal and
+client host; it is kept, encoded, until the image changes. Any other authorizer may decide on
+state the image does not show, so with one nothing is cached; nor is an answer that
+auto-creates a topic.
+Clients ask Metadata on every new connection and every refresh; one topic cost ~28 us to
+decode, build and encode on the 2-core dev VM, ~9 us from the cache (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -18,11 +27,12 @@ from __future__ import annotations
 import uuid
 
 from kcore.metadata.acls import AclOperation, ResourceType
+from kcore.metadata.authorizer import StandardAuthorizer
 from kcore.metadata.topic_names import INTERNAL_TOPICS
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
-from kcore.server.registry import HandlerRegistry
+from kcore.server.registry import EncodedResponse, HandlerRegistry
 
 Resp = m.MetadataResponse
 NO_OPERATIONS = -2147483648
@@ -58,73 +68,140 @@ def _topic_entry(topic, version: int) -> m.MetadataResponse.MetadataResponseTopi
     return entry
 
 
+class _MetadataCache:
+    """Encoded Metadata answers for one metadata image, by :func:`_cache_key`. Dropped whole
+    when the image changes (images are immutable: identity says whether it changed) or when it
+    holds :attr:`MAX_ENTRIES` answers (request shapes are few in practice: a client asks for
+    all topics or for the topics it uses)."""
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._image = None
+        self._answers: dict[tuple, EncodedResponse] = {}
+
+    def get(self, image, key: tuple) -> EncodedResponse | None:
+        if image is not self._image:
+            return None
+        return self._answers.get(key)
+
+    def put(self, image, key: tuple, answer: EncodedResponse) -> None:
+        if image is not self._image or len(self._answers) >= self.MAX_ENTRIES:
+            self._image = image
+            self._answers = {}
+        self._answers[key] = answer
+
+
+def _cache_key(ctx, body: m.MetadataRequest, broker) -> tuple | None:
+    """Everything besides the image that a Metadata answer depends on; None if the answer may
+    depend on more (an authorizer other than the image-backed StandardAuthorizer)."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        who = None
+    elif type(authorizer) is StandardAuthorizer:
+        # It decides per (principal, host) from the image's ACLs and static settings.
+        who = (ctx.principal, ctx.client_host)
+    else:
+        return None
+    topics = None if body.topics is None else tuple((t.name, t.topic_id) for t in body.topics)
+    return (
+        ctx.listener_name,
+        ctx.version,
+        topics,
+        bool(body.allow_auto_topic_creation and broker.auto_create_topics),
+        bool(body.include_cluster_authorized_operations),
+        bool(body.include_topic_authorized_operations),
+        broker.cluster_id,
+        broker.controller_id_for_clients(),
+        who,
+    )
+
+
+def _metadata_response(ctx, body, broker, image):
+    """The answer from ``image``, and the ``(name, entry)`` of topics to auto-create (their
+    entries say LEADER_NOT_AVAILABLE; authorized operations not filled in yet)."""
+    response = Resp(
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id_for_clients(),
+    )
+    for node_id, host, port, rack in brokers_on_listener(image, ctx.listener_name):
+        response.brokers.append(
+            Resp.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+        )
+    topics = image.topics
+    version = ctx.version
+    if version >= 8 and version <= 10 and body.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = _cluster_operations(ctx)
+    if body.topics is None or (version == 0 and not body.topics):
+        describable = authz.filter_allowed(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics.by_name
+        )
+        for name in sorted(describable):
+            response.topics.append(_topic_entry(topics.by_name[name], version))
+        _topic_operations(ctx, body, response)
+        return response, []
+    to_create = []
+    for requested in body.topics:
+        by_id = requested.name is None and requested.topic_id != uuid.UUID(int=0)
+        if by_id:
+            topic = topics.by_id.get(requested.topic_id)
+            if topic is None:
+                response.topics.append(_topic_error(ErrorCode.UNKNOWN_TOPIC_ID, None, requested))
+                continue
+            name = topic.name
+        else:
+            name = requested.name
+            topic = topics.by_name.get(name)
+        if name is not None and not authz.allowed(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+        ):
+            denied = _topic_error(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED, None if by_id else name, requested
+            )
+            response.topics.append(denied)
+            continue
+        if topic is not None:
+            response.topics.append(_topic_entry(topic, version))
+            continue
+        allowed = body.allow_auto_topic_creation and broker.auto_create_topics
+        if allowed and not _may_create(ctx, name):
+            response.topics.append(
+                _topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, requested)
+            )
+            continue
+        entry = Resp.MetadataResponseTopic(
+            name=name,
+            error_code=int(
+                ErrorCode.LEADER_NOT_AVAILABLE if allowed else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            ),
+        )
+        response.topics.append(entry)
+        if allowed:
+            to_create.append((name, entry))
+    if not to_create:
+        _topic_operations(ctx, body, response)
+    return response, to_create
+
+
 def register(registry: HandlerRegistry) -> None:
+    cache = _MetadataCache()
+
     @registry.register(3)
-    async def metadata(ctx, body: m.MetadataRequest) -> m.MetadataResponse:
+    async def metadata(ctx, body: m.MetadataRequest):
         broker = ctx.server
         image = broker.metadata_image
-        response = Resp(
-            cluster_id=broker.cluster_id,
-            controller_id=broker.controller_id_for_clients(),
-        )
-        for node_id, host, port, rack in brokers_on_listener(image, ctx.listener_name):
-            response.brokers.append(
-                Resp.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
-            )
-        topics = image.topics
-        version = ctx.version
-        if version >= 8 and version <= 10 and body.include_cluster_authorized_operations:
-            response.cluster_authorized_operations = _cluster_operations(ctx)
-        if body.topics is None or (version == 0 and not body.topics):
-            describable = authz.filter_allowed(
-                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics.by_name
-            )
-            for name in sorted(describable):
-                response.topics.append(_topic_entry(topics.by_name[name], version))
-            _topic_operations(ctx, body, response)
-            return response
-        to_create = []
-        for requested in body.topics:
-            by_id = requested.name is None and requested.topic_id != uuid.UUID(int=0)
-            if by_id:
-                topic = topics.by_id.get(requested.topic_id)
-                if topic is None:
-                    response.topics.append(
-                        _topic_error(ErrorCode.UNKNOWN_TOPIC_ID, None, requested)
-                    )
-                    continue
-                name = topic.name
-            else:
-                name = requested.name
-                topic = topics.by_name.get(name)
-            if name is not None and not authz.allowed(
-                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name
-            ):
-                denied = _topic_error(
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, None if by_id else name, requested
-                )
-                response.topics.append(denied)
-                continue
-            if topic is not None:
-                response.topics.append(_topic_entry(topic, version))
-                continue
-            allowed = body.allow_auto_topic_creation and broker.auto_create_topics
-            if allowed and not _may_create(ctx, name):
-                response.topics.append(
-                    _topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, requested)
-                )
-                continue
-            entry = Resp.MetadataResponseTopic(
-                name=name,
-                error_code=int(
-                    ErrorCode.LEADER_NOT_AVAILABLE
-                    if allowed
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                ),
-            )
-            response.topics.append(entry)
-            if allowed:
-                to_create.append((name, entry))
+        key = _cache_key(ctx, body, broker)
+        if key is not None:
+            answer = cache.get(image, key)
+            if answer is not None:
+                return answer
+        response, to_create = _metadata_response(ctx, body, broker, image)
+        if not to_create:
+            if key is None:
+                return response
+            answer = EncodedResponse(3, ctx.version, response)
+            cache.put(image, key, answer)
+            return answer
         for name, entry in to_create:
             try:
                 await broker.auto_create_topic(name)
