@@ -15,18 +15,25 @@ ports: kcore as ``python -m kcore.cli server`` with a temporary data directory, 
 given 127.0.0.1 listener and advertised URLs). The clients run in this process.
 
 Both brokers run for the whole bench. Each case runs ``--repeat`` times (3 by default) per
-broker, the brokers alternating run by run, and the median run is reported (produce and consume
-separately), with the range: on a shared 2-core machine single runs of the small cases vary by
-up to 2x, and alternating exposes both brokers to the same background load.
+broker, the brokers alternating run by run (and which goes first), and the median run is
+reported (produce and consume separately), with the range: on a shared 2-core machine single
+runs of the small cases vary by up to 2x, and alternating exposes both brokers to the same
+background load. Every run starts after ``os.sync()`` and deletes its topic when done (both
+untimed; see ``delete_topic``).
+
+With both brokers, each case also prints the run-by-run ratio (kcore's run i over the peer's
+run i, the two run back to back): its median and in how many pairs kcore was ahead. Where both
+brokers run at the client's ceiling (the 100 B cases: one Python process, ~1.5M records/s on
+this VM) the medians differ by noise, and the pairs show it.
 
 Cases: record values of 100 B, 1 KiB and 16 KiB; acks=1 and acks=all; compression none and lz4.
-Each case produces the same number of records to a fresh one-partition topic (throughput:
-records/s and MB/s of values, from the first produce() to the last delivery report; since
-2026-11-29 15:10 the producer is connected and knows the topic beforehand), then reads
-them back with a consumer assigned to the partition from the beginning (assign() to the last
-record; the consumer is connected beforehand). The latency phase produces 1 KiB records with
-acks=all and linger.ms=0 at a fixed rate and reports the delivery latency (librdkafka's
-per-message latency) p50/p99.
+Each case produces about 40 MB of values (at most 400,000 records) to a fresh one-partition
+topic, then reads them back with a consumer assigned to the partition from the beginning
+(throughput: records/s and MB/s of values; produce from the first produce_batch() to the end of
+flush(), consume from assign() to the last record; producer and consumer are connected and know
+the topic beforehand). Values are distinct (see ``record_values``), so lz4 compresses them
+about 2x. The latency phase produces 1 KiB records with acks=all and linger.ms=0 at a fixed
+rate and reports the delivery latency (librdkafka's per-message latency) p50/p99.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = (100, 1024, 16384)
 ACKS = ("1", "all")
 COMPRESSIONS = ("none", "lz4")
+PRODUCE_CHUNK = 10_000  # records handed to librdkafka per produce_batch() call
 
 
 def free_port() -> int:
@@ -247,6 +255,19 @@ def create_topic(bootstrap: str, name: str) -> None:
     raise TimeoutError(f"topic {name} has no leader")
 
 
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Drop a measured topic (untimed), as retention would in a steady state.
+
+    Without it a full run leaves ~5 GB behind, and on this VM page cache growing into guest
+    memory not touched before costs ~10x per page: plain os.write of new files falls from
+    ~3.4 GB/s to ~370 MB/s past ~2.3 GB of new cache (docs/performance.md), so whichever cases
+    came last measured the VM, not the broker. (kcore removes the files file.delete.delay.ms,
+    60 s by default as in Kafka, after the delete.)
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name])[name].result(30)
+
+
 def producer_config(bootstrap: str, case: Case) -> dict:
     return {
         "bootstrap.servers": bootstrap,
@@ -258,15 +279,31 @@ def producer_config(bootstrap: str, case: Case) -> dict:
         "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576,
         "enable.idempotence": False,
+        "delivery.report.only.error": True,
     }
+
+
+def record_values(size: int, records: int) -> list[bytes]:
+    """Distinct values, each half a text pattern shared by all and half random bytes.
+
+    lz4 then compresses a batch about 2x, as it does typical payloads. (Until 2026-11-29 every
+    record carried the same value: lz4 shrank a 40 MB topic to ~0.7 MB, one Fetch carried it
+    all, and the lz4 consume cases timed librdkafka decompressing one response, not a broker.)
+    Built before the clock starts, so the produce loop only hands values over.
+    """
+    shared = (uuid.uuid4().hex * (size // 32 + 1)).encode()[: size // 2]
+    unique = size - len(shared)
+    noise = os.urandom(unique * records)
+    return [shared + noise[i * unique : (i + 1) * unique] for i in range(records)]
 
 
 def run_case(broker: Broker, case: Case, records: int) -> Result:
     topic = f"bench-{case.size}-{case.acks}-{case.compression}-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic)
-    # values: compressible but not trivially (lz4 does something, not everything)
-    pattern = (uuid.uuid4().hex * (case.size // 32 + 1)).encode()
-    value = (pattern[: case.size // 2] + os.urandom(case.size - case.size // 2))[: case.size]
+    # Message dicts built before the clock starts; produce_batch hands over a chunk per call
+    # and only errors come back as callbacks: with a produce() call and a callback per record
+    # the 100 B cases timed this process's Python loop (~1.1 us a record), not the broker.
+    messages = [{"value": v} for v in record_values(case.size, records)]
 
     producer = Producer(producer_config(broker.bootstrap, case))
     # Connected, topic metadata known: not timed (as for the consumer below). librdkafka 2.16
@@ -282,15 +319,16 @@ def run_case(broker: Broker, case: Case, records: int) -> Result:
             failures.append(err)
 
     start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=0, on_delivery=report)
+    for first in range(0, records, PRODUCE_CHUNK):
+        chunk = messages[first : first + PRODUCE_CHUNK]
+        while chunk:
+            queued = producer.produce_batch(topic, chunk, partition=0, on_delivery=report)
+            if queued == len(chunk):
                 break
-            except BufferError:
-                producer.poll(0.001)
-        if i % 1000 == 0:
-            producer.poll(0)
+            # the local queue was full: the refused ones carry "_error"; offer those again
+            chunk = [{"value": msg["value"]} for msg in chunk if "_error" in msg]
+            producer.poll(0.001)
+        producer.poll(0)
     left = producer.flush(120)
     produce_s = time.perf_counter() - start
     if left or failures:
@@ -308,6 +346,11 @@ def run_case(broker: Broker, case: Case, records: int) -> Result:
         }
     )
     consumer.list_topics(topic, timeout=10)  # connected, metadata known: not timed
+    # Progress is the offset after the newest record delivered: the topic is fresh, so offsets
+    # run 0..records-1 without gaps and reaching the last one means every record arrived, in
+    # order. Looking at one message per consume() call instead of each one keeps the 100 B
+    # cases from timing this process's Python loop (as a per-record check did: ~1.1M records/s
+    # against either broker).
     got = 0
     start = time.perf_counter()
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
@@ -316,11 +359,13 @@ def run_case(broker: Broker, case: Case, records: int) -> Result:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{broker.name} {case.key}: consumed {got} of {records}")
         # consume() waits for num_messages or the timeout: never ask for more than remain
-        for msg in consumer.consume(num_messages=min(10_000, records - got), timeout=1.0):
+        for msg in reversed(consumer.consume(num_messages=min(10_000, records - got), timeout=1.0)):
             if msg.error() is None:
-                got += 1
+                got = msg.offset() + 1
+                break
     consume_s = time.perf_counter() - start
     consumer.close()
+    delete_topic(broker.bootstrap, topic)
     return Result(produce_s, consume_s, records, case.size)
 
 
@@ -375,6 +420,18 @@ def median_result(runs: list[Result]) -> Result:
     return Result(by_produce[mid].produce_s, by_consume[mid].consume_s, first.records, first.size)
 
 
+def paired_ratios(kcore: list[Result], peer: list[Result]) -> str:
+    """kcore/peer per pair of back-to-back runs: the median ratio and how often kcore led."""
+    parts = []
+    for what, rate in (("produce", Result.produce_mbs), ("consume", Result.consume_mbs)):
+        ratios = [rate(k) / rate(p) for k, p in zip(kcore, peer, strict=True)]
+        ahead = sum(r >= 1.0 for r in ratios)
+        parts.append(
+            f"{what} {statistics.median(ratios):.2f}x (kcore ahead in {ahead} of {len(ratios)})"
+        )
+    return "      run-by-run kcore/peer: " + ", ".join(parts)
+
+
 def records_for(size: int, budget_bytes: int, cap: int) -> int:
     return max(1000, min(cap, budget_bytes // size))
 
@@ -401,7 +458,7 @@ def main() -> None:
     repeat = 1 if args.profile else max(1, args.repeat)
 
     budget = 8_000_000 if args.quick else 40_000_000
-    cap = 50_000 if args.quick else 200_000
+    cap = 80_000 if args.quick else 400_000  # every size: the same bytes of values
     lat_seconds = 2.0 if args.quick else 5.0
     cases = [Case(s, a, c) for s in SIZES for a in ACKS for c in COMPRESSIONS]
     if args.profile:
@@ -445,8 +502,12 @@ def main() -> None:
         for case in cases:
             n = records_for(case.size, budget, cap)
             runs: dict[str, list[Result]] = {name: [] for name in names}
-            for _ in range(repeat):
-                for name in names:
+            for rep in range(repeat):
+                # Who goes first alternates too: with a fixed order, kcore against a second
+                # kcore measured the first of each pair 1-6% slower on 100 B consume.
+                for name in names if rep % 2 == 0 else names[::-1]:
+                    # No run pays for the writeback of the runs before it (untimed).
+                    os.sync()
                     runs[name].append(run_case(brokers[name], case, n))
             for name in names:
                 r = results[name][case.key] = median_result(runs[name])
@@ -465,6 +526,8 @@ def main() -> None:
                     f"{r.consume_mbs():7.1f} MB/s{spread}",
                     flush=True,
                 )
+            if len(names) == 2:
+                print(paired_ratios(runs["kcore"], runs["peer"]), flush=True)
         if not args.profile:
             for name in names:
                 lat[name] = latency(brokers[name], args.rate, lat_seconds)
