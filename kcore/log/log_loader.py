@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 
 from kcore.log import files
-from kcore.log.checkpoint import LeaderEpochCheckpointFile
+from kcore.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from kcore.log.cleaner_output import complete_interrupted_swaps
 from kcore.log.errors import LogError
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
@@ -43,8 +43,6 @@ from kcore.log.producer_state import ProducerStateManager
 from kcore.log.segment import LogSegment, SegmentConfig
 
 log = logging.getLogger(__name__)
-
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 def _segment_config(config) -> SegmentConfig:

@@ -441,3 +441,28 @@ def test_log_manager_checkpoint_writes_are_serialised(tmp_path, monkeypatch):
         t.join()
     assert max(overlap) == 1  # never two checkpoint writes (hence fsyncs) at once
     assert not list((tmp_path / "logs").glob("*.tmp"))
+
+
+def test_log_manager_checkpoint_skips_files_whose_offsets_did_not_change(tmp_path, monkeypatch):
+    manager = formatted(tmp_path, config())
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 2)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.checkpoint()
+    written = []
+    real_write = OffsetCheckpointFile.write
+
+    def spy(self, entries):
+        written.append(self.path.name)
+        real_write(self, entries)
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", spy)
+    manager.checkpoint()  # nothing moved: nothing written, nothing fsynced
+    assert written == []
+    fill(plog, 1)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.checkpoint()  # only the high watermark moved (no flush: the recovery point stays)
+    assert written == ["replication-offset-checkpoint"]
+    hws = OffsetCheckpointFile(tmp_path / "logs" / "replication-offset-checkpoint")
+    assert hws.read() == {("t", 0): plog.log_end_offset}
