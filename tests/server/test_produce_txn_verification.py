@@ -377,14 +377,22 @@ async def test_produce_txn_marker_during_verification_refuses_the_append(cluster
 
 
 @_run
-async def test_produce_txn_without_transactional_id_is_not_verified(cluster, conn, asks):
-    # As Kafka's ReplicaManager: no transactional id, nobody to ask.
+async def test_produce_txn_without_transactional_id_is_refused_whole(cluster, conn, asks):
+    # Kafka's handleProduceRequest, with or without an authorizer: transactional batches with
+    # no transactional id get TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, and
+    # nothing is appended (nor anybody asked).
     topic, tid = _name("t"), _name("txn")
-    await cluster.acreate_topic(topic)
+    await cluster.acreate_topic(topic, partitions=2)
     pid, epoch = await _init(conn, tid)
-    parts = await _produce(conn, None, topic, {0: _txn_batch(pid, epoch, 0, [b"x"])})
-    assert parts[0].error_code == 0
+    plain = RecordBatchBuilder()
+    plain.append(int(time.time() * 1000), key=None, value=b"plain")
+    parts = await _produce(
+        conn, None, topic, {0: _txn_batch(pid, epoch, 0, [b"x"]), 1: plain.build()}
+    )
+    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert [parts[i].error_code for i in (0, 1)] == [refused, refused]
     assert asks == []
+    assert [await _latest_offset(conn, topic, i) for i in (0, 1)] == [0, 0]
 
 
 @_run

@@ -103,23 +103,39 @@ async def _add(client, node, tid, pid, epoch, topic) -> int:
     return _add_error(resp)
 
 
-async def _produce_txn(client, topic, pid, epoch, sequence, values) -> None:
+def _txn_batch(pid, epoch, sequence, values) -> bytearray:
     builder = RecordBatchBuilder(
         producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
     )
     for v in values:
         builder.append(int(time.time() * 1000), key=None, value=v)
+    return builder.build()
+
+
+def _open_txn_in_log(cluster, topic, pid, values) -> None:
+    """A transaction no coordinator knows, straight into the log (past the produce handler,
+    whose partition verification would refuse it): what a marker test needs to close."""
+    cluster.broker.replica_manager.append_records(
+        topic, 0, _txn_batch(pid, 0, 0, values), required_acks=1, now_ms=int(time.time() * 1000)
+    )
+
+
+async def _produce_txn(client, tid, topic, pid, epoch, sequence, values) -> None:
     P = m.ProduceRequest
     resp = await client.request(
         "any",
         P(
-            transactional_id=None,
+            transactional_id=tid,
             acks=-1,
             timeout_ms=5000,
             topic_data=[
                 P.TopicProduceData(
                     name=topic,
-                    partition_data=[P.PartitionProduceData(index=0, records=builder.build())],
+                    partition_data=[
+                        P.PartitionProduceData(
+                            index=0, records=_txn_batch(pid, epoch, sequence, values)
+                        )
+                    ],
                 )
             ],
         ),
@@ -196,7 +212,7 @@ async def test_transactions_commit_writes_the_commit_marker_and_the_lso_advances
     pid, epoch = await _init(client, node, tid)
     assert epoch == 0 and pid >= 0
     assert await _add(client, node, tid, pid, epoch, topic) == 0
-    await _produce_txn(client, topic, pid, epoch, 0, [b"a", b"b", b"c"])
+    await _produce_txn(client, tid, topic, pid, epoch, 0, [b"a", b"b", b"c"])
     plog = cluster.broker.replica_manager.partitions[(topic, 0)].log
     assert plog.last_stable_offset == 0  # the open transaction holds it back
     ongoing = await _describe(client, node, tid)
@@ -287,7 +303,7 @@ async def test_transactions_a_timed_out_transaction_is_aborted_by_the_coordinato
     node = await _coordinator(client, tid)
     pid, epoch = await _init(client, node, tid, timeout_ms=300)
     assert await _add(client, node, tid, pid, epoch, topic) == 0
-    await _produce_txn(client, topic, pid, epoch, 0, [b"x"])
+    await _produce_txn(client, tid, topic, pid, epoch, 0, [b"x"])
     await _until(lambda: _markers(cluster.broker, topic) == [(ControlRecordType.ABORT, pid)])
     plog = cluster.broker.replica_manager.partitions[(topic, 0)].log
     await _until(lambda: plog.last_stable_offset == plog.log_end_offset == 2)
@@ -312,7 +328,7 @@ def test_transactions_a_commit_acknowledged_before_a_restart_completes_after_it(
                 node = await _coordinator(client, tid)
                 pid, epoch = await _init(client, node, tid)
                 assert await _add(client, node, tid, pid, epoch, topic) == 0
-                await _produce_txn(client, topic, pid, epoch, 0, [b"1", b"2"])
+                await _produce_txn(client, tid, topic, pid, epoch, 0, [b"1", b"2"])
                 # The coordinator "dies" before sending any marker: hold them back.
                 service = cluster.broker.transaction_coordinator
                 service._send_due_markers = lambda now: None
@@ -374,7 +390,7 @@ async def test_write_txn_markers_appends_a_marker_per_partition_with_per_partiti
     topic, missing = _name("t"), _name("missing")
     await cluster.acreate_topic(topic)
     pid = 777_000
-    await _produce_txn(client, topic, pid, 0, 0, [b"x", b"y"])
+    _open_txn_in_log(cluster, topic, pid, [b"x", b"y"])
     plog = cluster.broker.replica_manager.partitions[(topic, 0)].log
     assert plog.last_stable_offset == 0
     request = W(markers=[_marker(pid, 0, True, 5, [(topic, [0, 7]), (missing, [0])])])
@@ -400,7 +416,7 @@ async def test_marker_sender_reaches_a_broker_over_the_network_and_reports_unrea
     topic = _name("t")
     await cluster.acreate_topic(topic)
     pid = 888_000
-    await _produce_txn(client, topic, pid, 0, 0, [b"x"])
+    _open_txn_in_log(cluster, topic, pid, [b"x"])
     service = cluster.broker.transaction_coordinator
     # The remote path (WriteTxnMarkers on the inter-broker listener), aimed at this node.
     results = await service._send_remote(1, [_marker(pid, 0, False, 0, [(topic, [0])])])

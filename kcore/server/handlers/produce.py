@@ -6,9 +6,9 @@ replica manager, and report the base offset or the error with its message. ``ack
 response at all. On a single broker ``acks=all`` completes with the local append; with
 followers it waits in the purgatory for the high watermark until ``timeout.ms``.
 
-Authorization (with an authorizer, as Kafka's ``handleProduceRequest``): transactional batches
-need WRITE on the request's transactional id (every partition answers
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is appended); each topic needs
+Authorization (as Kafka's ``handleProduceRequest``): transactional batches need the request's
+transactional id, with or without an authorizer, and with one WRITE on it (every partition
+answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, and nothing is appended); each topic needs
 WRITE (TOPIC_AUTHORIZATION_FAILED), checked before whether it exists, so a producer learns
 nothing about topics it may not write.
 
@@ -150,13 +150,19 @@ def register(registry: HandlerRegistry) -> None:
         acks = body.acks
         if acks not in (-1, 0, 1):
             raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-        if authz.enabled(ctx) and _has_transactional_records(body):
-            tid = body.transactional_id
-            if tid is None or not authz.allowed(
-                ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
-            ):
-                refused = _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                return None if acks == 0 else refused
+        # As Kafka's handleProduceRequest, with or without an authorizer: transactional
+        # batches need the request's transactional id, and WRITE on it when authorizing.
+        tid = body.transactional_id
+        if (
+            (tid is None or authz.enabled(ctx))
+            and _has_transactional_records(body)
+            and (
+                tid is None
+                or not authz.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+            )
+        ):
+            refused = _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return None if acks == 0 else refused
         names = [
             replicas.topic_names.get(t.topic_id, "") if ctx.version >= 13 else t.name
             for t in body.topic_data
