@@ -171,6 +171,24 @@ class AbstractIndex(SegmentIndexFile):
         super().__init_subclass__(**kwargs)
         if "_WARM_ENTRIES" not in cls.__dict__:  # a subclass may set its own (the benchmark)
             cls._WARM_ENTRIES = _WARM_BYTES // cls.ENTRY_SIZE
+        cls._check_entry_layout()
+
+    @classmethod
+    def _check_entry_layout(cls) -> None:
+        """The entry is declared twice (``_ENTRY`` writes it, ``DTYPE`` reads it in bulk): refuse
+        the class if the two ever disagree on size, order or width of the fields, rather than
+        let lookups read entries other than the ones appended."""
+        names = cls.DTYPE.names or ()
+        probe = tuple(i + 1 for i in range(len(names)))
+        if not (cls._ENTRY.size == cls.DTYPE.itemsize == cls.ENTRY_SIZE):
+            raise TypeError(
+                f"{cls.__name__}: ENTRY_SIZE {cls.ENTRY_SIZE}, _ENTRY {cls._ENTRY.size} bytes and "
+                f"DTYPE {cls.DTYPE.itemsize} bytes must agree"
+            )
+        read = np.frombuffer(cls._ENTRY.pack(*probe), dtype=cls.DTYPE)[0]
+        # Entries are packed key first (``pack_into(..., key, value)``): the key field leads.
+        if tuple(int(read[name]) for name in names) != probe or names[:1] != (cls._KEY_FIELD,):
+            raise TypeError(f"{cls.__name__}: _ENTRY {cls._ENTRY.format!r} and DTYPE disagree")
 
     def __init__(
         self,
