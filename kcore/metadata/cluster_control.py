@@ -261,7 +261,10 @@ def broker_heartbeat(
             session = ctx.heartbeats.sessions.setdefault(broker_id, _Session(now_ms))
             session.controlled_shutdown_offset = ctx.next_offset + len(records) - 1
     ctx.heartbeats.touch(broker_id, now_ms, request.current_metadata_offset)
-    response.is_caught_up = request.current_metadata_offset >= ctx.committed_offset
+    # As current Kafka (ClusterControlManager): caught up once the broker's image holds its own
+    # registration record, whose offset is the broker epoch. Comparing with the committed
+    # offset, as older Kafka did, could keep a broker "behind" while metadata keeps moving.
+    response.is_caught_up = request.current_metadata_offset >= reg.epoch
     response.is_fenced = nxt in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW)
     response.should_shut_down = nxt is BrokerControlState.SHUTDOWN_NOW
     return ControllerResult.of(records, response)

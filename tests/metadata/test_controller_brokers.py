@@ -62,9 +62,15 @@ def test_heartbeat_unfences_a_broker_once_it_has_caught_up_with_its_registration
     epoch = d.register(1, unfence=False)
     behind = d.heartbeat(1, offset=epoch - 1)
     assert behind.is_fenced and d.controller.image.cluster.brokers[1].fenced
+    assert not behind.is_caught_up
     caught_up = d.heartbeat(1, offset=epoch)
     assert not caught_up.is_fenced and not d.controller.image.cluster.brokers[1].fenced
     assert d.heartbeat(1).is_caught_up
+    # Metadata moving on (here: another broker registering) does not make it "behind" again:
+    # caught up means its image holds its own registration (current Kafka), not the latest.
+    d.register(2)
+    assert len(d.log) - 1 > epoch
+    assert d.heartbeat(1, offset=epoch).is_caught_up
 
 
 def test_register_broker_refusals():
