@@ -61,6 +61,7 @@ from kcore.server.controller_service import ControllerService
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
 from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
+from kcore.server.handlers.api_versions import UNKNOWN_FINALIZED_FEATURES_EPOCH, FinalizedFeatures
 from kcore.server.internal_topics import InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
@@ -185,6 +186,8 @@ class KafkaBroker:
         self._shut_down_acked = trio.Event()
         self.bound: dict[str, tuple[str, int]] = {}
         self._topic_configs: dict[str, LogConfig] = {}
+        # The offset of the image in which the finalized features last changed (see features()).
+        self._features_changed_at = UNKNOWN_FINALIZED_FEATURES_EPOCH
 
     # -- what handlers use -------------------------------------------------------------------
 
@@ -195,6 +198,18 @@ class KafkaBroker:
     @property
     def auto_create_topics(self) -> bool:
         return self.config.auto_create_topics_enable
+
+    def features(self, listener_type: str) -> FinalizedFeatures:
+        """The finalized features ApiVersions v3+ reports on ``listener_type``, and their epoch.
+
+        As Kafka's two ApiVersion managers: a broker listener reports the image's offset
+        (``KRaftMetadataCache.features``), so the epoch moves with every metadata change; a
+        controller listener the offset of the image in which the features last changed (the
+        controller's ``FeaturesPublisher``), so it moves only with the features.
+        """
+        image = self.metadata_image
+        epoch = self._features_changed_at if listener_type == CONTROLLER else image.offset
+        return FinalizedFeatures(image.features.finalized, epoch)
 
     def controller_id_for_clients(self) -> int:
         """KRaft brokers name a broker as "controller" to clients: admin requests sent there
@@ -265,6 +280,8 @@ class KafkaBroker:
 
     def on_metadata_update(self, delta, image: MetadataImage) -> None:
         now = _now_ms()
+        if getattr(delta, "features", None) is not None:
+            self._features_changed_at = image.offset
         changed = (getattr(delta, "configs_delta", None), getattr(delta, "topics_delta", None))
         if changed != (None, None):
             self._maintenance_wake.set()  # a new log or config may need an earlier tick
