@@ -201,3 +201,23 @@ def test_kafka_python_describe_features_reads_kcores_features():
             MIRROR: {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": epoch},
         }
         assert epoch >= 0
+
+
+def test_kafka_python_update_features_through_the_bootstrap_broker():
+    # As Kafka's brokers, kcore's broker listener forwards UpdateFeatures to the controller:
+    # kafka-python (like kafka-features.sh --bootstrap-server) sends it to a broker.
+    kafka_admin = pytest.importorskip("kafka.admin")
+    with EmbeddedCluster() as cluster:
+        admin = kafka_admin.KafkaAdminClient(
+            bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10000
+        )
+        try:
+            admin.update_features({MIRROR: ("SAFE_DOWNGRADE", 0)})
+            assert MIRROR not in cluster.broker.metadata_image.features.finalized
+            assert "finalized" not in admin.describe_features().get(MIRROR, {})
+            admin.update_features({MIRROR: 1})
+            assert cluster.broker.metadata_image.features.finalized[MIRROR] == 1
+            with pytest.raises(Exception, match="INVALID_UPDATE_VERSION|InvalidUpdateVersion"):
+                admin.update_features({MIRROR: 7})  # beyond what the nodes support
+        finally:
+            admin.close()

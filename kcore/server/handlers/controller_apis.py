@@ -18,6 +18,10 @@ the broker that forwards one has already authorized its client, so a caller with
 any other caller (an admin client talking to the controller directly) is authorized per topic
 or config resource as a broker would (:mod:`kcore.server.handlers.topics`,
 :mod:`kcore.server.handlers.configs`).
+
+UpdateFeatures is also served on BROKER listeners, as Kafka brokers do (``kafka-features.sh
+--bootstrap-server`` and admin clients send it to any broker): ALTER on the cluster is checked
+there, and the request is forwarded to the active controller.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
 from kcore.server.controller_channel import CONTROLLER_APIS, ControllerApi, operation_for
 from kcore.server.handlers import configs, topics
-from kcore.server.registry import CONTROLLER, HandlerRegistry
+from kcore.server.registry import BROKER, CONTROLLER, HandlerRegistry
 
 # The operation on the cluster each API needs; the admin APIs are authorized per resource.
 CLUSTER_OPERATION = {
@@ -151,6 +155,24 @@ def _handler(api: ControllerApi):
 
 
 def register(registry: HandlerRegistry) -> None:
-    """Serve the controller APIs on CONTROLLER listeners."""
+    """Serve the controller APIs on CONTROLLER listeners, and UpdateFeatures on BROKER ones."""
     for api in CONTROLLER_APIS.values():
         registry.register(api.api_key, listeners=(CONTROLLER,))(_handler(api))
+    registry.register(UPDATE_FEATURES, listeners=(BROKER,))(_forward_update_features)
+
+
+UPDATE_FEATURES = 57
+
+
+async def _forward_update_features(ctx, body: m.UpdateFeaturesRequest):
+    version = ctx.version
+    try:
+        if not authz.allowed_on_cluster(ctx, CLUSTER_OPERATION[UPDATE_FEATURES]):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            raise KafkaError(code, code.message)
+        return await ctx.server.controller_call(lambda c, now: c.update_features(body, version))
+    except KafkaError as e:
+        response = error_response(UPDATE_FEATURES, body, e.code, e.message)
+        if response is None:
+            raise
+        return response
