@@ -21,9 +21,11 @@ from kcore.metadata.acls import AclOperation as Op
 from kcore.metadata.acls import ResourceType as Rt
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
-from kcore.record import RecordBatchBuilder, iter_batches
+from kcore.record import iter_batches
 from kcore.record.control import read_control_record
 from kcore.testing import EmbeddedCluster
+
+from .batches import producer_batch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,18 +108,6 @@ async def _coordinator(client, key: str, key_type: int = 0) -> int:
     return resp.node_id
 
 
-def _batch(values, pid=-1, epoch=-1, sequence=-1, transactional=False) -> bytes:
-    builder = RecordBatchBuilder(
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=sequence,
-        is_transactional=transactional,
-    )
-    for v in values:
-        builder.append(int(time.time() * 1000), key=None, value=v)
-    return builder.build()
-
-
 def _produce_request(topic, records, transactional_id=None, partitions=(0,)) -> m.ProduceRequest:
     P = m.ProduceRequest
     return P(
@@ -167,14 +157,14 @@ async def test_produce_without_write_on_the_topic_is_refused_and_appends_nothing
     topic = _name("t")
     await cluster.acreate_topic(topic)
     authorizer.deny((Op.WRITE, Rt.TOPIC, topic))
-    assert await _produce(client, topic, _batch([b"x"])) == E.TOPIC_AUTHORIZATION_FAILED
+    assert await _produce(client, topic, producer_batch([b"x"])) == E.TOPIC_AUTHORIZATION_FAILED
     assert _log(cluster, topic).log_end_offset == 0
     # A topic that does not exist answers the same: nothing is disclosed about it.
     missing = _name("missing")
     authorizer.deny((Op.WRITE, Rt.TOPIC, missing))
-    assert await _produce(client, missing, _batch([b"x"])) == E.TOPIC_AUTHORIZATION_FAILED
+    assert await _produce(client, missing, producer_batch([b"x"])) == E.TOPIC_AUTHORIZATION_FAILED
     authorizer.allow_all()
-    assert await _produce(client, topic, _batch([b"x"])) == 0
+    assert await _produce(client, topic, producer_batch([b"x"])) == 0
     assert _log(cluster, topic).log_end_offset == 1
 
 
@@ -185,13 +175,13 @@ async def test_transactional_produce_needs_write_on_the_transactional_id(
     topic, tid = _name("t"), _name("txn")
     await cluster.acreate_topic(topic)
     authorizer.deny((Op.WRITE, Rt.TRANSACTIONAL_ID, tid))
-    records = _batch([b"x"], pid=5000, epoch=0, sequence=0, transactional=True)
+    records = producer_batch([b"x"], pid=5000, epoch=0, sequence=0, transactional=True)
     assert await _produce(client, topic, records, tid) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     # Transactional batches without a transactional id are refused too, with an authorizer.
     assert await _produce(client, topic, records, None) == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert _log(cluster, topic).log_end_offset == 0
     # Idempotent (non-transactional) batches need no transactional id.
-    assert await _produce(client, topic, _batch([b"y"], pid=5001, epoch=0, sequence=0)) == 0
+    assert await _produce(client, topic, producer_batch([b"y"], pid=5001, epoch=0, sequence=0)) == 0
 
 
 def _fetch_request(topic, topic_id, replica_id=-1) -> m.FetchRequest:
@@ -229,7 +219,7 @@ async def test_fetch_needs_read_on_the_topic_and_a_follower_cluster_action(
 ):
     topic = _name("t")
     await cluster.acreate_topic(topic)
-    assert await _produce(client, topic, _batch([b"x"])) == 0
+    assert await _produce(client, topic, producer_batch([b"x"])) == 0
     topic_id = cluster.broker.metadata_image.topics.by_name[topic].topic_id
     authorizer.deny((Op.READ, Rt.TOPIC, topic))
     resp = await client.request("any", _fetch_request(topic, topic_id), version=12)
@@ -250,7 +240,7 @@ async def test_list_offsets_needs_describe_and_delete_records_needs_delete(
 ):
     topic = _name("t")
     await cluster.acreate_topic(topic)
-    assert await _produce(client, topic, _batch([b"a", b"b"])) == 0
+    assert await _produce(client, topic, producer_batch([b"a", b"b"])) == 0
     LO = m.ListOffsetsRequest
     list_offsets = LO(
         replica_id=-1,
@@ -645,7 +635,7 @@ async def test_write_txn_markers_without_cluster_action_is_refused_and_changes_n
     topic = _name("t")
     await cluster.acreate_topic(topic)
     pid = 424_242
-    records = _batch([b"x", b"y"], pid=pid, epoch=0, sequence=0, transactional=True)
+    records = producer_batch([b"x", b"y"], pid=pid, epoch=0, sequence=0, transactional=True)
     # Appended past the produce handler: no coordinator knows this producer, so a Produce would
     # fail KIP-890's partition verification.
     cluster.broker.replica_manager.append_records(

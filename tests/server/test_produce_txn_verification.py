@@ -25,6 +25,8 @@ from kcore.record import RecordBatchBuilder, iter_batches
 from kcore.record.control import build_end_txn_marker_batch
 from kcore.testing import EmbeddedCluster
 
+from .batches import producer_batch
+
 pytestmark = pytest.mark.timeout(90)
 
 CONFIG = {"transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"}
@@ -130,12 +132,7 @@ async def _end(conn, tid, pid, epoch, commit: bool) -> None:
 
 
 def _txn_batch(pid, epoch, sequence, values) -> bytearray:
-    builder = RecordBatchBuilder(
-        producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
-    )
-    for v in values:
-        builder.append(int(time.time() * 1000), key=None, value=v)
-    return builder.build()
+    return producer_batch(values, pid, epoch, sequence, transactional=True)
 
 
 async def _produce(conn, tid, topic, batches: dict[int, bytearray], version=9):

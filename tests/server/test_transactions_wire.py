@@ -24,6 +24,8 @@ from kcore.record import RecordBatchBuilder, iter_batches
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.testing import EmbeddedCluster
 
+from .batches import producer_batch
+
 pytestmark = pytest.mark.timeout(120)
 
 CONFIG = {
@@ -104,12 +106,7 @@ async def _add(client, node, tid, pid, epoch, topic) -> int:
 
 
 def _txn_batch(pid, epoch, sequence, values) -> bytearray:
-    builder = RecordBatchBuilder(
-        producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True
-    )
-    for v in values:
-        builder.append(int(time.time() * 1000), key=None, value=v)
-    return builder.build()
+    return producer_batch(values, pid, epoch, sequence, transactional=True)
 
 
 def _open_txn_in_log(cluster, topic, pid, values) -> None:
