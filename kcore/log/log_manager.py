@@ -303,6 +303,15 @@ class LogManager:
             return self.checkpoint_snapshot()
         return None
 
+    def maintenance_period_ms(self) -> int:
+        """The shortest period :meth:`maintain` serves: the retention check, the checkpoints,
+        and each log's ``flush.ms`` and ``file.delete.delay.ms``. Calling ``maintain`` less often
+        delays some of that work; more often finds nothing due."""
+        period_ms = min(self.retention_check_interval_ms, self.checkpoint_interval_ms)
+        for plog in self.logs.values():
+            period_ms = min(period_ms, plog.config.flush_ms, plog.config.file_delete_delay_ms)
+        return period_ms
+
     def checkpoint_snapshot(self) -> CheckpointWrite:
         """The recovery-point, log-start and high-watermark offsets of every dir, as they are
         now, ready to be written (see ``CheckpointWrite``). Reads log state: call it on the

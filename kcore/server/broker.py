@@ -415,14 +415,10 @@ class KafkaBroker:
         self.loader.load_snapshot(reader.records(), reader.snapshot_id.offset - 1)
 
     def _maintenance_interval_s(self) -> float:
-        """How long the maintenance task may sleep: the shortest of the periods that
-        ``LogManager.maintain`` serves (the retention check, the checkpoints, and each log's
-        ``flush.ms`` and ``file.delete.delay.ms``), within the bounds above."""
-        manager = self.log_manager
-        period_ms = min(manager.retention_check_interval_ms, manager.checkpoint_interval_ms)
-        for plog in manager.logs.values():
-            period_ms = min(period_ms, plog.config.flush_ms, plog.config.file_delete_delay_ms)
-        return min(max(period_ms / 1000, MAINTENANCE_MIN_INTERVAL_S), MAINTENANCE_MAX_INTERVAL_S)
+        """How long the maintenance task may sleep: the log manager's maintenance period,
+        within the bounds above."""
+        period_s = self.log_manager.maintenance_period_ms() / 1000
+        return min(max(period_s, MAINTENANCE_MIN_INTERVAL_S), MAINTENANCE_MAX_INTERVAL_S)
 
     async def _maintenance(self) -> None:
         last_run = trio.current_time()

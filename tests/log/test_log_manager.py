@@ -466,3 +466,20 @@ def test_log_manager_checkpoint_skips_files_whose_offsets_did_not_change(tmp_pat
     assert written == ["replication-offset-checkpoint"]
     hws = OffsetCheckpointFile(tmp_path / "logs" / "replication-offset-checkpoint")
     assert hws.read() == {("t", 0): plog.log_end_offset}
+
+
+def test_log_manager_maintenance_period_is_the_shortest_period_maintain_serves(tmp_path):
+    configs = {"slow": config(), "fast": config(**{"flush.ms": 250})}
+    manager = LogManager(
+        [tmp_path / "logs"],
+        lambda topic: configs[topic],
+        checkpoint_interval_ms=60_000,
+        retention_check_interval_ms=300_000,
+    )
+    manager.format(CLUSTER, 1)
+    manager.startup(T0)
+    assert manager.maintenance_period_ms() == 60_000  # no logs: the checkpoints
+    manager.get_or_create_log("slow", 0, TOPIC_ID, T0)
+    assert manager.maintenance_period_ms() == 60_000  # Kafka's file.delete.delay.ms, 60 s
+    manager.get_or_create_log("fast", 0, uuid.uuid4(), T0)
+    assert manager.maintenance_period_ms() == 250
