@@ -528,7 +528,8 @@ class LogCleaner:
                     stats.bytes_read += batch.size_in_bytes
                     out = self._filter_batch(batch, round_)
                     if out is not None:
-                        cleaned.append(out, batch.base_offset, RecordBatch(out).max_timestamp)
+                        kept = RecordBatch(out)
+                        cleaned.append(out, kept.last_offset, kept.max_timestamp)
                         stats.bytes_written += len(out)
                 if end != seg.size:
                     raise LogError(

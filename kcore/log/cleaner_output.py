@@ -97,15 +97,17 @@ class CleanedSegment:
     def position(self) -> int:
         return self.log.size + self._pending_bytes
 
-    def append(self, data, base_offset: int, max_timestamp: int) -> None:
+    def append(self, data, last_offset: int, max_timestamp: int) -> None:
+        """Add one cleaned batch; index entries follow the segment's rule (Kafka's: the
+        batch's last offset, the max timestamp moved first; see ``LogSegment``)."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
         if self._since_index_entry > self.config.index_interval_bytes:
             if not self.offset_index.is_full:
-                self.offset_index.append(base_offset, self.position)
+                self.offset_index.append(last_offset, self.position)
             if not self.time_index.is_full:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._since_index_entry = 0
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, base_offset
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = max_timestamp
         self._since_index_entry += len(data)

@@ -22,7 +22,8 @@ _POSITION_FIELD_OFFSET = 4
 
 
 class OffsetPosition(NamedTuple):
-    """An offset and the byte position in the segment's ``.log`` of the batch holding it."""
+    """An offset and the byte position in the segment's ``.log`` of the batch holding it
+    (an index entry: the batch's last offset, as Kafka writes it)."""
 
     offset: int
     position: int
@@ -33,8 +34,14 @@ class OffsetIndex(AbstractIndex):
 
     Byte layout: 8-byte big-endian entries, nothing else (no header, no checksum)::
 
-        int32 relative offset   (offset - base offset of the segment; 0 .. 2**31 - 1)
+        int32 relative offset   (the batch's last offset - base offset of the segment)
         int32 position          (byte position of the batch in the .log file)
+
+    An entry names the *last* offset of the batch at its position, as Kafka's
+    ``LogSegment`` writes it (``kafka-dump-log.sh --verify-index-only`` checks exactly that).
+    A lookup takes the last entry at or below the target and scans batch headers forward, which
+    is also correct for indexes that kcore wrote before it followed this rule (base offsets):
+    those are read as they are.
 
     Entries are sparse: the segment adds one every ``index.interval.bytes`` (4 KiB) of appended
     data, so a full 10 MiB index (1,310,720 entries) covers about 5 GiB of log. Offsets strictly

@@ -337,7 +337,7 @@ class PartitionLog(LogRetention):
         if last - segment.base_offset > INT32_MAX:
             segment = self._maybe_roll(size, max_ts, last, now_ms)
         segment.append_batch(
-            _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, first, last, max_ts
+            _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, last, max_ts
         )
 
         # The bytes are in: commit the epoch, producer state, the log end offset.
@@ -353,7 +353,7 @@ class PartitionLog(LogRetention):
             self.flush(now_ms=now_ms)
         if max_ts > NO_TIMESTAMP:  # as the general path: a timestamp <= -1 reports none
             return LogAppendInfo(
-                first, last, max_ts, first, NO_TIMESTAMP, self.log_start_offset, count, size
+                first, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset, count, size
             )
         return LogAppendInfo(
             first, last, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, count, size
@@ -471,20 +471,21 @@ class PartitionLog(LogRetention):
         first, last = validated[0].first_offset, validated[-1].last_offset
         segment = self._maybe_roll(size, validated[0].max_timestamp, last, now_ms)
 
+        # Kafka's shallow offset of the max timestamp: the last offset of the batch carrying it.
         max_ts, offset_of_max = NO_TIMESTAMP, -1
         parts: list = []
-        positions: list[tuple[int, int]] = []
+        positions: list[tuple[int, int, int]] = []
         rel = 0
         for v in validated:
             if v.max_timestamp > max_ts:
-                max_ts, offset_of_max = v.max_timestamp, v.first_offset
-            positions.append((v.first_offset, rel))
+                max_ts, offset_of_max = v.max_timestamp, v.last_offset
+            positions.append((v.last_offset, rel, v.max_timestamp))
             rel += v.batch.size_in_bytes
             if v.header is None:
                 parts.append(v.batch.buffer)
             else:
                 parts += [v.header, v.batch.buffer[HEADER_SIZE:]]
-        segment.append(last, max_ts, offset_of_max, _Gather(parts, size), positions)
+        segment.append(last, _Gather(parts, size), positions)
 
         # The bytes are in: commit epochs, producer state and transaction bookkeeping.
         for v in validated:

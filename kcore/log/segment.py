@@ -102,71 +102,67 @@ class LogSegment:
 
     # -- appending -------------------------------------------------------------------------
 
-    def append(
-        self,
-        largest_offset: int,
-        largest_timestamp: int,
-        offset_of_max_timestamp: int,
-        data,
-        batch_positions: list[tuple[int, int]] | None = None,
-    ) -> int:
+    def append(self, largest_offset: int, data, batches: list[tuple[int, int, int]]) -> int:
         """Append already-validated, offset-stamped batches; returns the position written at.
 
-        ``batch_positions`` lists ``(base_offset, relative_position)`` of each batch in
-        ``data`` so index entries point at batch boundaries; without it the first batch is used.
+        ``batches`` lists ``(last_offset, relative_position, max_timestamp)`` of each batch in
+        ``data``, in order. Index entries follow Kafka's rule per batch: an offset-index entry
+        ``(last offset, position of the batch)`` and a time-index entry
+        ``(max timestamp so far, last offset of the batch that carried it)`` once more than
+        ``index.interval.bytes`` were appended since the last entry.
         """
         if largest_offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         position = self.log.append(data)
-        if self.rolling_based_timestamp is None and largest_timestamp >= 0:
-            self.rolling_based_timestamp = largest_timestamp
-        if largest_timestamp > self.max_timestamp:
-            self.max_timestamp = largest_timestamp
-            self.offset_of_max_timestamp = offset_of_max_timestamp
-        for base, rel in batch_positions or [(None, 0)]:
-            if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-                first = base if base is not None else self._first_offset_in(position)
-                if first > self.offset_index.last_offset or self.offset_index.entries == 0:
-                    self.offset_index.append(first, position + rel)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(data)
+        if self.rolling_based_timestamp is None:
+            largest_timestamp = max(b[2] for b in batches)
+            if largest_timestamp >= 0:
+                self.rolling_based_timestamp = largest_timestamp
+        end = len(data)
+        for i, (last_offset, rel, max_timestamp) in enumerate(batches):
+            size = (batches[i + 1][1] if i + 1 < len(batches) else end) - rel
+            self._index_batch(last_offset, position + rel, size, max_timestamp)
         return position
 
-    def append_batch(
-        self, head, tail, size: int, base_offset: int, last_offset: int, max_timestamp: int
-    ) -> int:
+    def append_batch(self, head, tail, size: int, last_offset: int, max_timestamp: int) -> int:
         """Append one validated, offset-stamped batch given as its stamped first 16 bytes
         (``head``) and the rest (``tail``); returns the position written at.
 
-        The same file bytes, index entries and errors as :meth:`append` with one batch
-        position: the partition log's single-batch path, without the lists.
+        The same file bytes, index entries and errors as :meth:`append` with one batch: the
+        partition log's single-batch path, without the lists.
         """
         if last_offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {last_offset} does not fit segment {self.base_offset}")
         position = self.log.append_two(head, tail, size)
         if self.rolling_based_timestamp is None and max_timestamp >= 0:
             self.rolling_based_timestamp = max_timestamp
+        self._index_batch(last_offset, position, size, max_timestamp)
+        return position
+
+    def _index_batch(self, last_offset: int, position: int, size: int, max_timestamp: int) -> None:
+        """Kafka's ``LogSegment`` bookkeeping for one batch written at ``position``.
+
+        The max timestamp so far moves first, so a time-index entry added for this batch can
+        name it. Entries hold the batch's *last* offset (Kafka's ``batch.lastOffset``), which is
+        what ``kafka-dump-log.sh --verify-index-only`` checks against the batch at the indexed
+        position. Segments written before kcore followed this rule hold base offsets; a lookup
+        (the last entry <= target, then a forward scan) is correct for either, so such indexes
+        are read as they are and not rebuilt.
+        """
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = base_offset
+            self.offset_of_max_timestamp = last_offset
         since = self._bytes_since_last_index_entry
         if since > self.config.index_interval_bytes:
             index = self.offset_index
-            if base_offset > index.last_offset or index.entries == 0:
-                index.append(base_offset, position)
+            if last_offset > index.last_offset or index.entries == 0:
+                index.append(last_offset, position)
             # maybe_append adds nothing unless the max timestamp grew (the partition log has
             # just checked that the time index is not full, so it would not raise either).
             if self.max_timestamp > self.time_index.last_entry.timestamp:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             since = 0
         self._bytes_since_last_index_entry = since + size
-        return position
-
-    def _first_offset_in(self, position: int) -> int:
-        b = self.log.batch_at(position)
-        assert b is not None
-        return b.base_offset
 
     @property
     def is_full(self) -> bool:
@@ -299,7 +295,7 @@ class LogSegment:
         start = self.offset_index.lookup(self.time_index.last_entry.offset).position
         for b in self.log.batches_from(start):
             if b.max_timestamp > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.base_offset
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
 
     def recover(
         self,
@@ -328,14 +324,9 @@ class LogSegment:
                         f"batch at {position} has offset {batch.base_offset} below the segment's "
                         f"base offset {self.base_offset}"
                     )
-                if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-                    self.offset_index.append(batch.base_offset, position)
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    self._bytes_since_last_index_entry = 0
-                if batch.max_timestamp > self.max_timestamp:
-                    self.max_timestamp = batch.max_timestamp
-                    self.offset_of_max_timestamp = batch.base_offset
-                self._bytes_since_last_index_entry += batch.size_in_bytes
+                self._index_batch(
+                    batch.last_offset, position, batch.size_in_bytes, batch.max_timestamp
+                )
                 if on_batch is not None:
                     on_batch(batch)
                 valid_end = position + batch.size_in_bytes

@@ -132,8 +132,8 @@ POSITION_C = 89 + 79  # = 168
 # The .index: int32 offset relative to the segment's base offset | int32 position. With
 # index.interval.bytes = 0 an entry is added before every append but the first (the segment
 # indexes an append once more than index.interval.bytes were written since the last entry).
-# kcore indexes the appended batch's base offset; Kafka writes the append's last offset. Both
-# are equal here: B and C hold one record each.
+# An entry names the batch's last offset, as Kafka's LogSegment writes it (B and C hold one
+# record each; tests/log/test_index_entries.py covers batches of many records).
 INDEX = h(
     "00000002 00000059"  # offset 2 -> byte 89 (batch B)
     "00000003 000000a8"  # offset 3 -> byte 168 (batch C)
