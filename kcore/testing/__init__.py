@@ -8,5 +8,6 @@ Install kcore and its pytest plugin registers itself (entry point ``pytest11``):
 """
 
 from kcore.testing.embedded import EmbeddedCluster, free_port
+from kcore.testing.processes import ProcessCluster, ServerProcess
 
-__all__ = ["EmbeddedCluster", "free_port"]
+__all__ = ["EmbeddedCluster", "ProcessCluster", "ServerProcess", "free_port"]

@@ -6,8 +6,6 @@ loopback. A SIGKILL in the middle of a produce load must lose no acknowledged (a
 
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,54 +14,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kcore.testing import free_port
+from kcore.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _wait_for_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
-class ServerProcess:
-    def __init__(self, data_dir, port: int, controller_port: int) -> None:
-        self.args = [
-            sys.executable,
-            "-m",
-            "kcore.cli",
-            "server",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "--override",
-            f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
-            "--override",
-            f"log.dirs={data_dir}",
-            "--override",
-            "broker.heartbeat.interval.ms=100",
-        ]
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        _wait_for_port(self.port)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> bytes:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=30)
-        return out
 
 
 def _kcore(*args: str) -> subprocess.CompletedProcess:
@@ -73,9 +26,9 @@ def _kcore(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_process_topics_command_manages_topics(tmp_path):
-    server = ServerProcess(tmp_path / "data", free_port(), free_port())
+    server = ServerProcess(tmp_path / "data")
     server.start()
-    bootstrap = f"127.0.0.1:{server.port}"
+    bootstrap = server.bootstrap_server
     try:
         created = _kcore(
             "topics",
@@ -105,18 +58,18 @@ def test_process_topics_command_manages_topics(tmp_path):
         assert deleted.returncode == 0, deleted.stderr
         assert _kcore("topics", "--bootstrap-server", bootstrap, "--list").stdout.split() == []
     finally:
-        out = server.stop()
-    assert server.proc.returncode == 0
-    assert b"stopped cleanly" in out
+        code = server.stop()
+    assert code == 0
+    assert "stopped cleanly" in server.output()
 
 
 def test_process_sigkill_during_produce_loses_no_acknowledged_record(tmp_path):
     rng = random.Random(int(os.environ.get("KCORE_CRASH_SEED", "7")))
-    server = ServerProcess(tmp_path / "data", free_port(), free_port())
+    server = ServerProcess(tmp_path / "data")
     topic = f"durable-{uuid.uuid4().hex[:6]}"
     acked: list[bytes] = []
     server.start()
-    bootstrap = f"127.0.0.1:{server.port}"
+    bootstrap = server.bootstrap_server
     created = _kcore("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic)
     assert created.returncode == 0, created.stderr
     for round_ in range(3):

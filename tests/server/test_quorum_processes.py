@@ -15,22 +15,15 @@ the killed node, and check that it catches up: every topic exists on every node.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import trio
 
 from kcore.client import BrokerConnection, ClientError
-from kcore.log.log_dirs import random_uuid, uuid_to_base64
 from kcore.protocol import messages as m
 from kcore.raft.disk_log import METADATA_LOG_DIR_NAME
-from kcore.server.broker import ensure_formatted
-from kcore.server.config import BrokerConfig
-from kcore.testing import free_port
+from kcore.testing.processes import ProcessCluster, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,56 +32,10 @@ ELECTION_TIMEOUT_MS = 500
 TEST_DEADLINE_S = 90
 
 
-class Node:
-    def __init__(self, node_id: int, data_dir, voters: str, port: int, controller_port: int):
-        self.node_id = node_id
-        self.port = port
-        self.controller_port = controller_port
-        self.log_path = data_dir.parent / f"node{node_id}.log"
-        self.props = {
-            "node.id": str(node_id),
-            "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-            "controller.listener.names": "CONTROLLER",
-            "controller.quorum.voters": voters,
-            "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
-            "controller.quorum.fetch.timeout.ms": str(2 * ELECTION_TIMEOUT_MS),
-            "log.dirs": str(data_dir),
-            "broker.heartbeat.interval.ms": "100",
-            "broker.session.timeout.ms": "2000",
-            # Small: snapshots are taken on every node while the test runs, and the restarted
-            # node may have to fetch one (the leader's log start moved past its log end).
-            "metadata.log.max.record.bytes.between.snapshots": "1500",
-        }
-        self.proc: subprocess.Popen | None = None
-        self._log = None
-
-    def format(self, cluster_id: str) -> None:
-        ensure_formatted(BrokerConfig(self.props), cluster_id)
-
-    def start(self) -> None:
-        args = [sys.executable, "-m", "kcore.cli", "server"]
-        for key, value in self.props.items():
-            args += ["--override", f"{key}={value}"]
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in kill()
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def snapshot_ends(self) -> list[int]:
-        """End offsets of the node's metadata snapshots (``<offset>-<epoch>.checkpoint``)."""
-        directory = Path(self.props["log.dirs"]) / METADATA_LOG_DIR_NAME
-        return sorted(int(p.name.split("-")[0]) for p in directory.glob("*.checkpoint"))
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+def _snapshot_ends(node: ServerProcess) -> list[int]:
+    """End offsets of the node's metadata snapshots (``<offset>-<epoch>.checkpoint``)."""
+    directory = node.data_dir / METADATA_LOG_DIR_NAME
+    return sorted(int(p.name.split("-")[0]) for p in directory.glob("*.checkpoint"))
 
 
 async def _connect(port: int) -> BrokerConnection:
@@ -97,7 +44,7 @@ async def _connect(port: int) -> BrokerConnection:
     )
 
 
-async def _describe_quorum(node: Node) -> tuple[int, int, int] | None:
+async def _describe_quorum(node: ServerProcess) -> tuple[int, int, int] | None:
     """(leader id, epoch, high watermark) from ``node`` if it leads, else None (unreachable,
     not the leader)."""
     D = m.DescribeQuorumRequest
@@ -117,7 +64,7 @@ async def _describe_quorum(node: Node) -> tuple[int, int, int] | None:
     return part.leader_id, part.leader_epoch, part.high_watermark
 
 
-async def _wait_for_leader(nodes: list[Node], timeout: float, *, not_: int | None = None):
+async def _wait_for_leader(nodes: list[ServerProcess], timeout: float, *, not_: int | None = None):
     """(leader id, epoch) from the leader among ``nodes`` (only the leader answers
     DescribeQuorum; the others refuse it), once it is not ``not_``."""
     with trio.fail_after(timeout):
@@ -128,7 +75,7 @@ async def _wait_for_leader(nodes: list[Node], timeout: float, *, not_: int | Non
             await trio.sleep(0.1)
 
 
-async def _create_topic(node: Node, name: str, timeout: float) -> None:
+async def _create_topic(node: ServerProcess, name: str, timeout: float) -> None:
     """CreateTopics through ``node``'s client listener, retrying until it is created."""
     C = m.CreateTopicsRequest
     request = C(
@@ -152,7 +99,7 @@ async def _create_topic(node: Node, name: str, timeout: float) -> None:
     raise AssertionError(f"creating {name} through node {node.node_id} failed: {last}")
 
 
-async def _topics(node: Node) -> set[str] | None:
+async def _topics(node: ServerProcess) -> set[str] | None:
     try:
         async with await _connect(node.port) as conn:
             response = await conn.request(m.MetadataRequest(topics=None))
@@ -161,7 +108,7 @@ async def _topics(node: Node) -> set[str] | None:
     return {t.name for t in response.topics if t.error_code == 0}
 
 
-async def _wait_for_topics(node: Node, expected: set[str], timeout: float) -> None:
+async def _wait_for_topics(node: ServerProcess, expected: set[str], timeout: float) -> None:
     seen: set[str] | None = None
     with trio.move_on_after(timeout):
         while True:
@@ -174,17 +121,26 @@ async def _wait_for_topics(node: Node, expected: set[str], timeout: float) -> No
 
 
 def test_quorum_processes_leader_kill_and_rejoin(tmp_path):
-    ports = {i: (free_port(), free_port()) for i in NODES}
-    voters = ",".join(f"{i}@127.0.0.1:{ports[i][1]}" for i in NODES)
-    nodes = {i: Node(i, tmp_path / f"node{i}", voters, *ports[i]) for i in NODES}
-    cluster_id = uuid_to_base64(random_uuid())
+    cluster = ProcessCluster(
+        tmp_path,
+        len(NODES),
+        config={
+            "controller.quorum.election.timeout.ms": str(ELECTION_TIMEOUT_MS),
+            "controller.quorum.fetch.timeout.ms": str(2 * ELECTION_TIMEOUT_MS),
+            "broker.session.timeout.ms": "2000",
+            # Small: snapshots are taken on every node while the test runs, and the restarted
+            # node may have to fetch one (the leader's log start moved past its log end).
+            "metadata.log.max.record.bytes.between.snapshots": "1500",
+        },
+    )
+    nodes = {n.node_id: n for n in cluster.nodes}
     for node in nodes.values():
-        node.format(cluster_id)
+        node.format(cluster.cluster_id)
 
     async def main() -> None:
         with trio.fail_after(TEST_DEADLINE_S):
             for node in nodes.values():
-                node.start()
+                node.start(wait=False)
             await _wait_for_leader(list(nodes.values()), 30)
             before = {f"before-{i}" for i in range(5)}
             for i, name in enumerate(sorted(before)):
@@ -209,18 +165,18 @@ def test_quorum_processes_leader_kill_and_rejoin(tmp_path):
             # (at most a few records past hw_at_kill): it will have to fetch a snapshot.
             with trio.fail_after(10):
                 while not all(
-                    max(n.snapshot_ends(), default=0) > hw_at_kill + 10 for n in survivors
+                    max(_snapshot_ends(n), default=0) > hw_at_kill + 10 for n in survivors
                 ):
                     await trio.sleep(0.1)
 
             # The killed node restarts from its own log, fetches the leader's snapshot and the
             # log after it, and catches up.
-            nodes[leader].start()
+            nodes[leader].start(wait=False)
             everything = before | after
             for node in nodes.values():
                 await _wait_for_topics(node, everything, 30)
             await _wait_for_leader(list(nodes.values()), 15)
-            assert max(nodes[leader].snapshot_ends(), default=0) > hw_at_kill
+            assert max(_snapshot_ends(nodes[leader]), default=0) > hw_at_kill
 
             # And metadata writes still work through the restarted node.
             await _create_topic(nodes[leader], "rejoined", 15)
