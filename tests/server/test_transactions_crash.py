@@ -15,18 +15,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kcore.testing import free_port
-
-from .test_process import ServerProcess
+from kcore.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
 
-SMALL = [
-    "--override",
-    "offsets.topic.num.partitions=3",
-    "--override",
-    "transaction.state.log.num.partitions=3",
-]
+SMALL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+HOLD_MARKERS = "kcore.testing.transaction.marker.hold.ms"
 
 
 def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 30) -> list[str]:
@@ -52,11 +46,8 @@ def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 
 
 
 def test_commit_acknowledged_then_sigkill_completes_after_restart(tmp_path):
-    port, controller_port = free_port(), free_port()
-    server = ServerProcess(tmp_path, port, controller_port)
-    base_args = server.args + SMALL
-    server.args = base_args + ["--override", "kcore.testing.transaction.marker.hold.ms=600000"]
-    bootstrap = f"127.0.0.1:{port}"
+    server = ServerProcess(tmp_path / "data", config={**SMALL, HOLD_MARKERS: "600000"})
+    bootstrap = server.bootstrap_server
     topic = f"crash-{uuid.uuid4().hex[:8]}"
     server.start()
     try:
@@ -78,7 +69,7 @@ def test_commit_acknowledged_then_sigkill_completes_after_restart(tmp_path):
         assert high == 0, "no marker yet: the records are not stable"
 
         server.kill()
-        server.args = base_args
+        del server.props[HOLD_MARKERS]
         server.start()
 
         assert _read_committed(bootstrap, topic, len(values)) == values
