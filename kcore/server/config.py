@@ -45,6 +45,10 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
   ``__mirror_state``) and caps ``transaction.state.log.min.isr`` at that factor, so a single
   node works out of the box. A value set explicitly behaves as in Kafka: creation fails until
   that many brokers are alive. See :meth:`BrokerConfig.internal_topic_replication_factor`.
+* Security protocols: only PLAINTEXT is served. A node whose listeners, controller listener or
+  inter-broker listener map to SSL, SASL_PLAINTEXT or SASL_SSL refuses to start, naming the
+  listener and its protocol (Kafka would serve them; kcore cannot yet, issue #18). The map
+  itself accepts every protocol, so a Kafka file parses and the refusal is precise.
 * ``controller.listener.names`` items are upper-cased like listener names (Kafka compares them
   case-sensitively, so a lower-case entry is an error there).
 * ``--override key=value`` splits at the first ``=`` (Kafka refuses a value holding ``=``).
@@ -100,6 +104,7 @@ from kcore.server.listeners import (  # re-exported: part of the configuration's
     parse_host_port,
     parse_listeners,
     parse_protocol_map,
+    refuse_unserved_security_protocols,
 )
 
 log = logging.getLogger(__name__)
@@ -406,10 +411,11 @@ class BrokerConfig:
             and k not in _TOPIC_SYNONYMS
             and not k.startswith(_KNOWN_PREFIXES)
         )
-        for name in unknown:
-            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         _derive(values, raw)
         _validate(values, raw)
+        # Only for a configuration that stands: a refused one gets its one error line alone.
+        for name in unknown:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         setter = object.__setattr__
         setter(self, "_values", values)
         setter(self, "raw", MappingProxyType(raw))
@@ -749,6 +755,12 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip",
         "max.connections.per.ip can be set to zero only if "
         "max.connections.per.ip.overrides property is set.",
+    )
+    # After Kafka's rules, so a contradictory file gets Kafka's message first.
+    refuse_unserved_security_protocols(
+        v["listeners"],
+        controller_names,
+        v["listener_security_protocol_map"],
     )
 
 
