@@ -270,21 +270,23 @@ def test_broker_config_log_dirs_beats_log_dir_and_feeds_metadata_log_dir():
     assert BrokerConfig({"metadata.log.dir": "/m"}).metadata_log_dir == "/m"
 
 
-def test_broker_config_internal_topic_replication_factor_default_fits_small_clusters():
-    config = BrokerConfig()
-    key = "offsets.topic.replication.factor"
-    assert config.internal_topic_replication_factor(key, live_brokers=1) == 1
-    assert config.internal_topic_replication_factor(key, live_brokers=5) == 3
-    assert config.transaction_state_log_min_isr_for(1) == 1
-    assert config.transaction_state_log_min_isr_for(3) == 2
+def test_broker_config_internal_topic_replication_factor_is_capped_at_one_until_replication():
+    # Kafka's default 3, or any value set: one replica while kcore cannot replicate (#17).
+    for props in ({}, {"offsets.topic.replication.factor": "3"}):
+        config = BrokerConfig(props)
+        assert config.internal_topic_replication_factor("offsets.topic.replication.factor") == 1
+    config = BrokerConfig({"transaction.state.log.replication.factor": "1"})
+    assert config.internal_topic_replication_factor("transaction.state.log.replication.factor") == 1
 
 
-def test_broker_config_internal_topic_replication_factor_explicit_is_kafkas():
-    config = BrokerConfig(
-        {"offsets.topic.replication.factor": "3", "transaction.state.log.min.isr": "2"}
-    )
-    assert config.internal_topic_replication_factor("offsets.topic.replication.factor", 1) == 3
-    assert config.transaction_state_log_min_isr_for(1) == 2
+def test_broker_config_transaction_state_min_isr_is_capped_at_the_replication_factor():
+    assert BrokerConfig().transaction_state_log_min_isr_for(1) == 1  # default 2, RF capped
+    explicit = {"transaction.state.log.min.isr": "2"}
+    # An explicit 2 beside a factor the limit lowered from 3 would refuse every write at RF 1.
+    assert BrokerConfig(explicit).transaction_state_log_min_isr_for(1) == 1
+    # Set for the factor it gets, it stays as set (Kafka's behaviour: writes then fail).
+    same = {**explicit, "transaction.state.log.replication.factor": "1"}
+    assert BrokerConfig(same).transaction_state_log_min_isr_for(1) == 2
 
 
 def test_broker_config_admin_listener_parses_host_port():
