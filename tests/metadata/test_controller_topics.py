@@ -635,3 +635,74 @@ def test_controller_config_reads_kafkas_property_names():
     )
     with pytest.raises(ValueError):
         ControllerConfig.from_properties({"node.id": "1", "num.partitions": "0"}, cluster_id="c")
+
+
+# -- AlterPartitionReassignments / ListPartitionReassignments -----------------------------------
+
+
+def _reassign(d, name, *targets, allow_rf_change=True, api_version=1):
+    R = m.AlterPartitionReassignmentsRequest
+    req = R(
+        allow_replication_factor_change=allow_rf_change,
+        topics=[
+            R.ReassignableTopic(
+                name=name,
+                partitions=[
+                    R.ReassignablePartition(partition_index=i, replicas=r) for i, r in targets
+                ],
+            )
+        ],
+    )
+    result = d.controller.alter_partition_reassignments(req, api_version)
+    assert result.records == ()  # nothing is ever moved
+    return [(p.error_code, p.error_message) for p in result.response.responses[0].partitions]
+
+
+def test_alter_partition_reassignments_refuses_what_needs_replication(d):
+    d.create_topic("r", 1, 1)
+    leader = _part_of(d, "r").leader
+    other = 1 if leader != 1 else 2
+    assert _reassign(d, "r", (0, [leader]), (0, [leader, other]), (0, [other])) == [
+        (0, None),  # the current replicas: done at once
+        (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "The manual partition assignment includes a partition with 2 replicas"
+            + _NO_REPLICATION,
+        ),
+        (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Reassigning r-0 from replicas [{leader}] to [{other}] takes 2 replicas while the "
+            "new ones copy the log" + _NO_REPLICATION,
+        ),
+    ]
+    assert _part_of(d, "r").replicas == (leader,)
+
+
+def test_alter_partition_reassignments_kafkas_per_partition_errors(d):
+    d.create_topic("r", 1, 1)
+    assert [code for code, _ in _reassign(d, "r", (0, None), (5, [1]), (0, [9]))] == [
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ]
+    assert _reassign(d, "ghost", (0, [1]))[0][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_partition_reassignments_without_replication_factor_change(replicating):
+    d = replicating
+    d.create_topic("r", 1, 2)
+    assert _reassign(d, "r", (0, [1, 2, 3]), allow_rf_change=False) == [
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3")
+    ]
+
+
+def test_list_partition_reassignments_is_empty(d):
+    d.create_topic("r", 1, 1)
+    L = m.ListPartitionReassignmentsRequest
+    for topics in (None, [L.ListPartitionReassignmentsTopics(name="r", partition_indexes=[0])]):
+        result = d.controller.list_partition_reassignments(L(topics=topics))
+        assert result.records == () and result.response.topics == []
+
+
+def _part_of(d, name, index=0):
+    return d.controller.image.topics.by_name[name].partitions[index]
