@@ -6,6 +6,7 @@ loopback. A SIGKILL in the middle of a produce load must lose no acknowledged (a
 
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kcore.testing import free_port
 from kcore.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
