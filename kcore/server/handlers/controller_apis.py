@@ -111,13 +111,29 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
     return None
 
 
+def _require_on_cluster(ctx, operation: AclOperation) -> None:
+    if not authz.allowed_on_cluster(ctx, operation):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        raise KafkaError(code, code.message)
+
+
+async def _answering_errors(api_key: int, body, call):
+    """``await call()``; a KafkaError is answered in every result for the APIs without a
+    top-level error field, and re-raised for the others (the network layer fills it)."""
+    try:
+        return await call()
+    except KafkaError as e:
+        response = error_response(api_key, body, e.code, e.message)
+        if response is None:
+            raise
+        return response
+
+
 async def _authorized(ctx, api: ControllerApi, body, submit):
     """``await submit(request)`` for what the caller may do; refusals merged into the answer."""
     operation = CLUSTER_OPERATION.get(api.api_key)
     if operation is not None:
-        if not authz.allowed_on_cluster(ctx, operation):
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            raise KafkaError(code, code.message)
+        _require_on_cluster(ctx, operation)
         return await submit(body)
     if not authz.enabled(ctx) or authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return await submit(body)  # forwarded by a broker, which authorized its client
@@ -144,15 +160,12 @@ def _handler(api: ControllerApi):
         async def submit(request):
             return await service.submit(operation_for(api, request, version))
 
-        try:
+        async def call():
             if service is None:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node runs no controller")
             return await _authorized(ctx, api, body, submit)
-        except KafkaError as e:
-            response = error_response(api.api_key, body, e.code, e.message)
-            if response is None:
-                raise
-            return response
+
+        return await _answering_errors(api.api_key, body, call)
 
     handle.__name__ = f"controller_{api.method}"
     return handle
@@ -183,16 +196,12 @@ BROKER_FORWARDED = (
 def _forwarding(api: ControllerApi):
     async def forward(ctx, body):
         version = ctx.version
-        try:
-            if not authz.allowed_on_cluster(ctx, CLUSTER_OPERATION[api.api_key]):
-                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                raise KafkaError(code, code.message)
+
+        async def call():
+            _require_on_cluster(ctx, CLUSTER_OPERATION[api.api_key])
             return await ctx.server.controller_call(operation_for(api, body, version))
-        except KafkaError as e:
-            response = error_response(api.api_key, body, e.code, e.message)
-            if response is None:
-                raise
-            return response
+
+        return await _answering_errors(api.api_key, body, call)
 
     forward.__name__ = f"forward_{api.method}"
     return forward
