@@ -27,6 +27,7 @@ __all__ = [
     "ControllerContext",
     "ControllerResult",
     "MAX_RECORDS_PER_USER_OP",
+    "REPLICATION_FACTOR_LIMIT",
     "random_topic_id",
 ]
 
@@ -35,6 +36,12 @@ T = TypeVar("T")
 # Kafka's QuorumController refuses user operations that would write more than this many records
 # in one batch (BoundedList); a CreateTopics for a billion partitions must not stall the quorum.
 MAX_RECORDS_PER_USER_OP = 10_000
+
+# kcore cannot replicate yet (issue #17): no follower fetches, so a second replica would be
+# reported in sync while it never is, and acks=all would wait forever. Every operation that
+# would give a partition more replicas answers INVALID_REPLICATION_FACTOR, and the internal
+# topics are created with at most this many. #17 lifts it.
+REPLICATION_FACTOR_LIMIT = 1
 
 # Uuid.METADATA_TOPIC_ID: reserved for __cluster_metadata, never given to a user topic.
 METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -92,6 +99,9 @@ class ControllerConfig:
     broker_heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms
     delete_topic_enable: bool = True  # delete.topic.enable
     static_config: Mapping[str, str] = field(default_factory=dict)
+    # REPLICATION_FACTOR_LIMIT. No server.properties key sets it: the controller's own tests
+    # raise it to exercise the placement, ISR and election code for several replicas.
+    max_replication_factor: int = REPLICATION_FACTOR_LIMIT
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], *, cluster_id: str) -> ControllerConfig:

@@ -40,7 +40,8 @@ Operations
 ``create_topics``, ``delete_topics``, ``create_partitions``, ``alter_configs``,
 ``incremental_alter_configs``, ``register_broker``, ``broker_heartbeat``, ``unregister_broker``,
 ``alter_partition``, ``bump_leader_epochs``, ``allocate_producer_ids``, ``update_features``,
-``create_acls``, ``delete_acls``: each takes the decoded request (and the API version where
+``create_acls``, ``delete_acls``, ``alter_partition_reassignments``,
+``list_partition_reassignments``: each takes the decoded request (and the API version where
 the version changes its meaning) and returns the response message to send.
 """
 
@@ -56,6 +57,7 @@ from kcore.metadata import (
     config_control,
     features,
     producer_ids,
+    reassignment,
     replication,
 )
 from kcore.metadata.bootstrap import bootstrap_records
@@ -204,6 +206,16 @@ class QuorumController:
         self, request: m.CreatePartitionsRequest
     ) -> ControllerResult[m.CreatePartitionsResponse]:
         return replication.create_partitions(self.ctx, request)
+
+    def alter_partition_reassignments(
+        self, request: m.AlterPartitionReassignmentsRequest, api_version: int = 1
+    ) -> ControllerResult[m.AlterPartitionReassignmentsResponse]:
+        return reassignment.alter_partition_reassignments(self.ctx, request, api_version)
+
+    def list_partition_reassignments(
+        self, request: m.ListPartitionReassignmentsRequest
+    ) -> ControllerResult[m.ListPartitionReassignmentsResponse]:
+        return reassignment.list_partition_reassignments(self.ctx, request)
 
     def alter_partition(
         self, request: m.AlterPartitionRequest, api_version: int = 3

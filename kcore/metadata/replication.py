@@ -54,11 +54,13 @@ __all__ = [
     "TopicCreation",
     "alter_partition",
     "bump_leader_epochs",
+    "check_manual_assignment",
     "create_partitions",
     "create_topics",
     "delete_topics",
     "leader_and_isr_updates",
     "prepare_topic",
+    "refuse_replication",
 ]
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -80,8 +82,23 @@ class TopicCreation:
 # -- create ------------------------------------------------------------------------------------
 
 
-def _check_manual_assignment(ctx: ControllerContext, brokers: Sequence[int], rf: int | None):
-    """Kafka's ``validateManualPartitionAssignment`` (INVALID_REPLICA_ASSIGNMENT)."""
+def refuse_replication(ctx: ControllerContext, replicas: int, what: str) -> None:
+    """INVALID_REPLICATION_FACTOR when ``replicas`` exceeds what kcore can keep in sync
+    (:attr:`ControllerConfig.max_replication_factor`, 1 until replication exists, issue #17).
+    ``what`` says where the number comes from, to start the message."""
+    limit = ctx.config.max_replication_factor
+    if replicas > limit:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"{what}, but replication is not available yet: kcore does not copy partitions "
+            f"between brokers (issue #17), so a partition can have at most {limit} replica"
+            f"{'s' if limit != 1 else ''}.",
+        )
+
+
+def check_manual_assignment(ctx: ControllerContext, brokers: Sequence[int], rf: int | None):
+    """Kafka's ``validateManualPartitionAssignment`` (INVALID_REPLICA_ASSIGNMENT), and kcore's
+    replica limit (:func:`refuse_replication`) before the consistency of the replica counts."""
     if not brokers:
         raise KafkaError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -101,6 +118,11 @@ def _check_manual_assignment(ctx: ControllerContext, brokers: Sequence[int], rf:
                 f"The manual partition assignment includes the broker {b} more than once.",
             )
         seen.add(b)
+    refuse_replication(
+        ctx,
+        len(brokers),
+        f"The manual partition assignment includes a partition with {len(brokers)} replicas",
+    )
     if rf is not None and len(brokers) != rf:
         raise KafkaError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -191,7 +213,7 @@ def prepare_topic(
             raise KafkaError(ErrorCode.INVALID_REQUEST, _TOO_LARGE)
         rf = None
         for index, brokers in assignments.items():
-            _check_manual_assignment(ctx, brokers, rf)
+            check_manual_assignment(ctx, brokers, rf)
             rf = len(brokers)
             if topic_id is not None:
                 _check_all_active(ctx, brokers, index)
@@ -220,6 +242,13 @@ def prepare_topic(
         )
         if n > MAX_RECORDS_PER_USER_OP:
             raise KafkaError(ErrorCode.INVALID_REQUEST, _TOO_LARGE)
+        refuse_replication(
+            ctx,
+            rf,
+            f"Replication factor {rf} was requested"
+            if replication_factor != -1
+            else f"The default replication factor is {rf} (default.replication.factor)",
+        )
         try:
             placements = _place(ctx, n, rf)
         except PlacementError as e:
@@ -512,9 +541,11 @@ def _new_partitions(ctx: ControllerContext, t: Message) -> list[Message]:
             )
         placements = []
         for a in t.assignments:
-            _check_manual_assignment(ctx, a.broker_ids, rf)
+            check_manual_assignment(ctx, a.broker_ids, rf)
             placements.append(list(a.broker_ids))
     else:
+        # A topic with more replicas predates the limit (an older kcore's metadata log).
+        refuse_replication(ctx, rf, f"The topic {t.name} has replication factor {rf}")
         try:
             placements = _place(ctx, additional, rf)
         except PlacementError as e:

@@ -149,6 +149,8 @@ class KafkaBroker:
         self.registry = all_handlers(config)
         if config.is_controller:
             controller_apis.register(self.registry)  # forwarded controller requests
+        if config.is_broker:
+            controller_apis.register_forwarded(self.registry)  # controller APIs clients send
         self.server = KafkaServer(
             self.registry,
             self,

@@ -40,11 +40,14 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
 * ``log.dir`` defaults to ``./data`` (Kafka: ``/tmp/kafka-logs``): the quick start keeps its
   data next to the checkout, and ``/tmp`` is emptied at reboot. ``log.dirs`` wins when set.
 * Internal topics: ``offsets.topic.replication.factor`` and
-  ``transaction.state.log.replication.factor`` keep Kafka's default 3, but while they are *not
-  set* kcore creates the topic with ``min(3, live brokers)`` replicas (as decision D-08 does for
-  ``__mirror_state``) and caps ``transaction.state.log.min.isr`` at that factor, so a single
-  node works out of the box. A value set explicitly behaves as in Kafka: creation fails until
-  that many brokers are alive. See :meth:`BrokerConfig.internal_topic_replication_factor`.
+  ``transaction.state.log.replication.factor`` keep Kafka's default 3, but kcore cannot
+  replicate yet (issue #17), so it creates the topics with ``min(configured, 1)`` replicas,
+  logging once that it did, and caps ``transaction.state.log.min.isr`` at that factor. See
+  :meth:`BrokerConfig.internal_topic_replication_factor`.
+* Security protocols: only PLAINTEXT is served. A node whose listeners, controller listener or
+  inter-broker listener map to SSL, SASL_PLAINTEXT or SASL_SSL refuses to start, naming the
+  listener and its protocol (Kafka would serve them; kcore cannot yet, issue #18). The map
+  itself accepts every protocol, so a Kafka file parses and the refusal is precise.
 * ``controller.listener.names`` items are upper-cased like listener names (Kafka compares them
   case-sensitively, so a lower-case entry is an error there).
 * ``--override key=value`` splits at the first ``=`` (Kafka refuses a value holding ``=``).
@@ -84,6 +87,7 @@ from kcore.log.config import (
     parse_text,
 )
 from kcore.metadata.authorizer import AuthorizerClassName, SuperUsers
+from kcore.metadata.context import REPLICATION_FACTOR_LIMIT
 from kcore.properties import (  # re-exported: the server reads its files with them
     MalformedPropertiesError,
     load_properties,
@@ -100,6 +104,7 @@ from kcore.server.listeners import (  # re-exported: part of the configuration's
     parse_host_port,
     parse_listeners,
     parse_protocol_map,
+    refuse_unserved_security_protocols,
 )
 
 log = logging.getLogger(__name__)
@@ -406,10 +411,11 @@ class BrokerConfig:
             and k not in _TOPIC_SYNONYMS
             and not k.startswith(_KNOWN_PREFIXES)
         )
-        for name in unknown:
-            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         _derive(values, raw)
         _validate(values, raw)
+        # Only for a configuration that stands: a refused one gets its one error line alone.
+        for name in unknown:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         setter = object.__setattr__
         setter(self, "_values", values)
         setter(self, "raw", MappingProxyType(raw))
@@ -470,23 +476,23 @@ class BrokerConfig:
     def is_controller(self) -> bool:
         return CONTROLLER in self.process_roles
 
-    def internal_topic_replication_factor(self, key: str, live_brokers: int) -> int:
-        """The replication factor to create an internal topic with.
-
-        ``key`` is ``offsets.topic.replication.factor`` or
-        ``transaction.state.log.replication.factor``. Set explicitly, its value is returned as
-        is, and the caller refuses creation while fewer brokers are alive (Kafka's behaviour).
-        Left at its default, kcore uses ``min(default, live_brokers)`` (at least 1) so a small
-        cluster gets its group and transaction coordinators.
-        """
-        configured = self.value(key)
-        return configured if key in self.explicit else max(1, min(configured, live_brokers))
+    def internal_topic_replication_factor(self, key: str) -> int:
+        """The replication factor to create an internal topic with: ``key``
+        (``offsets.topic.replication.factor`` or ``transaction.state.log.replication.factor``)
+        capped at :data:`~kcore.metadata.context.REPLICATION_FACTOR_LIMIT`, 1 until kcore
+        replicates (issue #17); the caller logs when the cap lowers the configured value.
+        (Kafka's rule, which #17 brings back: the configured value, creation waiting until that
+        many brokers are alive.)"""
+        return min(self.value(key), REPLICATION_FACTOR_LIMIT)
 
     def transaction_state_log_min_isr_for(self, replication_factor: int) -> int:
         """``transaction.state.log.min.isr`` for a ``__transaction_state`` of this factor: as
-        set when explicit, else capped at the factor (2 would refuse every write at RF 1)."""
+        set when explicit and the factor is the configured one; else capped at the factor (the
+        default 2, or any value above a factor kcore's limit lowered, would refuse every write
+        at RF 1)."""
         min_isr = self.transaction_state_log_min_isr
-        if "transaction.state.log.min.isr" in self.explicit:
+        configured = self.value("transaction.state.log.replication.factor")
+        if "transaction.state.log.min.isr" in self.explicit and replication_factor == configured:
             return min_isr
         return min(min_isr, replication_factor)
 
@@ -749,6 +755,12 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip",
         "max.connections.per.ip can be set to zero only if "
         "max.connections.per.ip.overrides property is set.",
+    )
+    # After Kafka's rules, so a contradictory file gets Kafka's message first.
+    refuse_unserved_security_protocols(
+        v["listeners"],
+        controller_names,
+        v["listener_security_protocol_map"],
     )
 
 

@@ -6,9 +6,9 @@ Kafka's settings: ``offsets.topic.num.partitions`` / ``transaction.state.log.num
 partitions, compacted, uncompressed (``compression.type=producer``, the coordinators write
 uncompressed batches), their segment size, and for ``__transaction_state`` its
 ``min.insync.replicas``. The replication factor follows
-:meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: the configured
-value when set explicitly (creation waits until that many brokers are alive, as in Kafka),
-otherwise ``min(3, live brokers)``.
+:meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: Kafka's rule
+capped at 1 while kcore cannot replicate (issue #17), so Kafka's default of 3 gives one
+replica, and this broker logs a warning saying so the first time it creates the topic.
 
 A key maps to a partition by Kafka's rule, ``abs(javaStringHash(key)) % partitions``; the
 coordinator of the key is that partition's leader.
@@ -16,6 +16,7 @@ coordinator of the key is that partition's leader.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import trio
@@ -25,6 +26,8 @@ from kcore.coordinator.partitioning import partition_for
 from kcore.coordinator.transaction.records import TRANSACTION_STATE
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 # FindCoordinator key types (Kafka's CoordinatorType).
 GROUP = 0
@@ -61,6 +64,7 @@ class InternalTopics:
     def __init__(self, broker) -> None:
         self.broker = broker
         self._locks = {kind: trio.Lock() for kind in TOPICS}
+        self._limit_logged: set[str] = set()  # topics whose replica limit was logged
 
     def partition_count(self, key_type: int) -> int:
         return self.broker.config.value(TOPICS[key_type].partitions_key)
@@ -97,12 +101,23 @@ class InternalTopics:
                 return
             config = self.broker.config
             live = sum(1 for b in self.broker.metadata_image.cluster.brokers.values() if b.active)
-            rf = config.internal_topic_replication_factor(spec.replication_key, live)
+            rf = config.internal_topic_replication_factor(spec.replication_key)
             if rf > live:
                 raise KafkaError(
                     ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     f"{spec.name} needs {rf} live brokers ({spec.replication_key}), "
                     f"{live} are alive",
+                )
+            configured = config.value(spec.replication_key)
+            if rf < configured and spec.name not in self._limit_logged:
+                self._limit_logged.add(spec.name)
+                log.warning(
+                    "Creating %s with replication factor %d, not %d (%s): kcore does not "
+                    "replicate partitions yet (issue #17)",
+                    spec.name,
+                    rf,
+                    configured,
+                    spec.replication_key,
                 )
             configs = {
                 "cleanup.policy": "compact",

@@ -11,6 +11,10 @@ from typing import NamedTuple
 from kcore.log.config import InvalidConfigError, invalid_value
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# What kcore can serve today. The other protocols parse (a Kafka server.properties keeps its
+# meaning) but a node using one refuses to start: serving SSL or SASL listeners as plaintext
+# would hand an operator who asked for TLS and authentication neither (issue #18 adds them).
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 class Listener(NamedTuple):
@@ -96,6 +100,38 @@ def check_distinct_ports(key: str, listeners: list[Listener], items: tuple[str, 
                 f"IPv4 address and the other IPv6 address, listeners: {','.join(items)}, "
                 f"port: {port}",
             )
+
+
+def refuse_unserved_security_protocols(
+    listeners: tuple[Listener, ...],
+    controller_names: tuple[str, ...],
+    protocols: Mapping[str, str],
+) -> None:
+    """Raise :class:`InvalidConfigError` for the first listener this node would use with a
+    security protocol kcore does not serve (:data:`SERVED_SECURITY_PROTOCOLS`), naming the
+    listener and its protocol in one line.
+
+    Checked: every listener the node binds (``listeners``), then the controller listeners it
+    connects to (``controller.listener.names``: a broker-only node does not bind them). The
+    inter-broker listener needs no check of its own: Kafka's rules, applied first, make it one
+    of the advertised listeners, which are some of ``listeners``.
+    """
+
+    def refuse(key: str, what: str, protocol: str) -> None:
+        raise InvalidConfigError(
+            key,
+            f"{what} uses security protocol {protocol}, which kcore does not support yet: "
+            f"only {', '.join(SERVED_SECURITY_PROTOCOLS)} listeners can be served until TLS and "
+            "SASL are implemented (issue #18)",
+        )
+
+    for listener in listeners:
+        if listener.security_protocol not in SERVED_SECURITY_PROTOCOLS:
+            refuse("listeners", f"Listener {listener}", listener.security_protocol)
+    for name in controller_names:
+        protocol = protocols.get(name)
+        if protocol is not None and protocol not in SERVED_SECURITY_PROTOCOLS:
+            refuse("controller.listener.names", f"Controller listener {name}", protocol)
 
 
 def parse_protocol_map(items: tuple[str, ...]) -> dict[str, str]:

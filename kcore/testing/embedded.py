@@ -11,8 +11,12 @@
 It is the same broker ``kcore server`` runs — real sockets on 127.0.0.1, real files in a
 temporary directory (removed afterwards unless ``data_dir`` was given) — started on free ports.
 The synchronous form runs Trio in a background thread; Trio code uses ``async with`` instead, and
-the node then runs in the caller's nursery. ``restart()`` stops the node cleanly and starts it
+the nodes then run in the caller's nursery. ``restart()`` stops the nodes cleanly and starts them
 again on the same ports and data, as a broker restart would.
+
+``EmbeddedCluster(brokers=3)`` runs three brokers: node 1 is broker and controller (the only
+voter of the metadata quorum, so no election is needed), nodes 2 and 3 are broker-only nodes
+registered with it, each with its own client listener and log directory, all in one cluster.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def free_port() -> int:
 
 
 class EmbeddedCluster:
-    """A single-node kcore cluster (broker + controller in one node)."""
+    """A kcore cluster of ``brokers`` nodes in this process; node 1 is also the controller."""
 
     def __init__(
         self,
@@ -52,14 +56,15 @@ class EmbeddedCluster:
         config: Mapping[str, str] | None = None,
         data_dir: str | Path | None = None,
     ) -> None:
-        if brokers != 1:
-            raise ValueError("EmbeddedCluster runs one node for now (brokers=1)")
+        if brokers < 1:
+            raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kcore-"))
-        self.port = free_port()
+        self.ports = [free_port() for _ in range(brokers)]  # client listener of node i + 1
+        self.port = self.ports[0]
         self.controller_port = free_port()
         self._overrides = dict(config or {})
-        self.broker: Any = None
+        self.brokers: list[Any] = []  # the running nodes, node 1 first
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
@@ -70,38 +75,75 @@ class EmbeddedCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
 
-    def broker_config(self) -> BrokerConfig:
+    @property
+    def broker(self) -> Any:
+        """Node 1 (broker and controller), or ``None`` when stopped."""
+        return self.brokers[0] if self.brokers else None
+
+    def broker_config(self, node_id: int = 1) -> BrokerConfig:
+        """The configuration of node ``node_id`` (1 to ``brokers``); the cluster's ``config``
+        overrides every node's."""
+        port = self.ports[node_id - 1]
         props = {
-            "node.id": "1",
-            "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "node.id": str(node_id),
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "log.dirs": str(self.data_dir / "logs"),
             "group.initial.rebalance.delay.ms": "0",
             "broker.heartbeat.interval.ms": "100",
             "broker.session.timeout.ms": "9000",
         }
+        if node_id == 1:
+            props["process.roles"] = "broker,controller"
+            props["listeners"] = (
+                f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            )
+            props["log.dirs"] = str(self.data_dir / "logs")
+        else:
+            props["process.roles"] = "broker"
+            props["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+            props["log.dirs"] = str(self.data_dir / f"logs-{node_id}")
         props.update(self._overrides)
         return BrokerConfig(props)
+
+    def _node_configs(self) -> list[BrokerConfig]:
+        """Every node's configuration, the nodes formatted for one cluster (the id of node 1's
+        directories when they exist, else a new one). Raises InvalidConfigError first."""
+        from kcore.server.broker import ensure_formatted
+
+        configs = [self.broker_config(i + 1) for i in range(len(self.ports))]
+        cluster_id = ensure_formatted(configs[0])
+        for config in configs[1:]:
+            ensure_formatted(config, cluster_id)
+        return configs
+
+    async def _start_nodes(self, nursery: trio.Nursery, configs: list[BrokerConfig]) -> None:
+        from kcore.server.node import start_node
+
+        for config in configs:  # node 1 first: the others register with its controller
+            self.brokers.append(await nursery.start(start_node, config))
+
+    async def _stop_nodes(self) -> None:
+        """Broker-only nodes first (their controlled shutdown needs the controller), then 1."""
+        for node in reversed(self.brokers):
+            node.request_stop()
+            await node.stopped.wait()
 
     # -- the Trio form -----------------------------------------------------------------------
 
     async def __aenter__(self) -> EmbeddedCluster:
-        from kcore.server.node import start_node
-
+        configs = self._node_configs()
         self._nursery_cm = trio.open_nursery()
         nursery = await self._nursery_cm.__aenter__()
         self._cancel = nursery.cancel_scope
         with trio.fail_after(STARTUP_TIMEOUT_S):
-            self.broker = await nursery.start(start_node, self.broker_config())
+            await self._start_nodes(nursery, configs)
         return self
 
     async def __aexit__(self, *exc) -> None:
-        self.broker.request_stop()  # a graceful stop: the node returns when it is closed
+        await self._stop_nodes()  # a graceful stop: each node returns when it is closed
         await self._nursery_cm.__aexit__(None, None, None)
+        self.brokers = []
         self._cleanup()
 
     # -- the synchronous form ----------------------------------------------------------------
@@ -115,9 +157,14 @@ class EmbeddedCluster:
         self._cleanup()
 
     def start(self) -> None:
+        """Start every node; raises InvalidConfigError (before anything starts) for a refused
+        configuration, RuntimeError when a node fails to start."""
+        configs = self._node_configs()
         self._ready.clear()
         self._error = None
-        self._thread = threading.Thread(target=self._run_thread, name="kcore-embedded", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run_thread, args=(configs,), name="kcore-embedded", daemon=True
+        )
         self._thread.start()
         if not self._ready.wait(STARTUP_TIMEOUT_S):
             raise TimeoutError("the embedded kcore broker did not start in time")
@@ -127,30 +174,28 @@ class EmbeddedCluster:
     def stop(self) -> None:
         if self._thread is None:
             return
-        if self._token is not None and self.broker is not None:
+        if self._token is not None and self.brokers:
             with contextlib.suppress(trio.RunFinishedError):  # it already stopped by itself
-                trio.from_thread.run_sync(self.broker.request_stop, trio_token=self._token)
+                trio.from_thread.run(self._stop_nodes, trio_token=self._token)
         self._thread.join(STARTUP_TIMEOUT_S)
         self._thread = None
-        self.broker = None
+        self.brokers = []
 
     def restart(self) -> None:
         """Stop cleanly and start again on the same ports and data."""
         self.stop()
         self.start()
 
-    def _run_thread(self) -> None:
+    def _run_thread(self, configs: list[BrokerConfig]) -> None:
         async def main() -> None:
-            from kcore.server.node import start_node
-
             self._token = trio.lowlevel.current_trio_token()
             try:
                 async with trio.open_nursery() as nursery:
                     self._cancel = nursery.cancel_scope
-                    self.broker = await nursery.start(start_node, self.broker_config())
+                    await self._start_nodes(nursery, configs)
                     self._ready.set()
             finally:
-                if self.broker is not None:
+                if self.brokers:
                     self._ready.set()
 
         try:
@@ -201,9 +246,10 @@ class EmbeddedCluster:
         result = response.topics[0]
         if result.error_code:
             raise KafkaError(result.error_code, result.error_message)
-        with trio.fail_after(10):
+        with trio.fail_after(10):  # each partition is open on its leader
             while not all(
-                (name, p) in self.broker.replica_manager.partitions for p in range(partitions)
+                any((name, p) in node.replica_manager.partitions for node in self.brokers)
+                for p in range(partitions)
             ):
                 await trio.sleep(0.01)
 

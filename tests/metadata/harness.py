@@ -9,6 +9,7 @@ does.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 
@@ -22,12 +23,27 @@ from kcore.metadata import (
 from kcore.protocol import messages as m
 
 CLUSTER_ID = "kcore-test-cluster-id"
+# A replica limit that never binds (Kafka's largest replication factor, a short): the controller
+# as replication (issue #17) will run it.
+REPLICATING = 32767
 
 
 class Driver:
-    def __init__(self, *, seed: int = 0, props: dict | None = None, bootstrap: bool = True):
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        props: dict | None = None,
+        bootstrap: bool = True,
+        max_replication_factor: int = 1,
+    ):
+        """``max_replication_factor`` above 1 gives a controller as replication (issue #17)
+        will run it: the tests of the placement, ISR and election code for several replicas."""
         cfg = {"node.id": "3000", **(props or {})}
-        self.config = ControllerConfig.from_properties(cfg, cluster_id=CLUSTER_ID)
+        self.config = dataclasses.replace(
+            ControllerConfig.from_properties(cfg, cluster_id=CLUSTER_ID),
+            max_replication_factor=max_replication_factor,
+        )
         self.rng = random.Random(seed)
         self.controller = QuorumController(self.config, rng=self.rng)
         self.log: list[bytes] = []  # offset = index

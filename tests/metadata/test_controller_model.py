@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcore.metadata import MetadataLoader, QuorumController, decode_record
 from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode
 
-from .harness import CLUSTER_ID, Driver
+from .harness import CLUSTER_ID, REPLICATING, Driver
 
 NAMES = ["orders", "payments", "a.b", "a_b", "logs", "bad name", ""]
 BROKERS = [1, 2, 3, 4]
@@ -52,13 +54,20 @@ def _op_time(d, rng, _state):
 def _op_create(d, rng, _state):
     name = rng.choice(NAMES)
     existed = name in d.controller.image.topics.by_name
+    rf = rng.choice([-1, 1, 2, 3])
     res = d.create_topic(
         name,
         rng.choice([-1, 1, 2, 3]),
-        rng.choice([-1, 1, 2, 3]),
+        rf,
         configs=rng.choice([{}, {"retention.ms": "1000"}, {"cleanup.policy": "compact"}]),
     )
     topic = d.controller.image.topics.by_name.get(name)
+    if rf > d.config.max_replication_factor:  # no replication yet (issue #17)
+        assert res.error_code in (
+            ErrorCode.TOPIC_ALREADY_EXISTS,
+            ErrorCode.INVALID_TOPIC_EXCEPTION,  # a bad or colliding name
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+        )
     if res.error_code == 0:
         assert not existed and topic is not None and topic.topic_id == res.topic_id
         assert topic.num_partitions == res.num_partitions
@@ -263,10 +272,11 @@ def random_operations(d: Driver, seed: int, steps: int, check=None) -> None:
             check()
 
 
+@pytest.mark.parametrize("limit", [1, REPLICATING], ids=["kcore-today", "replicating"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32))
-def test_controller_and_replayed_image_agree_through_random_operations(seed):
-    d = Driver(seed=seed)
+def test_controller_and_replayed_image_agree_through_random_operations(limit, seed):
+    d = Driver(seed=seed, max_replication_factor=limit)
     loader = MetadataLoader(cluster_id=CLUSTER_ID)
     seen = [0]
 
@@ -288,6 +298,8 @@ def _check_invariants(d: Driver) -> None:
         assert sorted(topic.partitions) == list(range(topic.num_partitions))
         for reg in topic.partitions.values():
             assert set(reg.isr) <= set(reg.replicas) and reg.isr
+            # No partition has a replica that could be reported in sync without fetching.
+            assert len(reg.replicas) <= d.config.max_replication_factor
             if reg.leader >= 0:
                 assert reg.leader in reg.isr and image.cluster.is_active(reg.leader)
     assert len(image.topics.by_name) == len(image.topics.by_id)

@@ -12,12 +12,22 @@ from kcore.metadata.context import ControllerConfig, uuid_text
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 
-from .harness import Driver
+from .harness import REPLICATING, Driver
 
 
 @pytest.fixture
 def d() -> Driver:
-    drv = Driver(seed=42, props={"default.replication.factor": "2", "num.partitions": "3"})
+    """Three brokers and kcore's limit: one replica per partition until issue #17."""
+    drv = Driver(seed=42, props={"num.partitions": "3"})
+    for b in (1, 2, 3):
+        drv.register(b)
+    return drv
+
+
+@pytest.fixture
+def replicating() -> Driver:
+    """Three brokers and a controller as replication (#17) will run it: several replicas."""
+    drv = Driver(seed=42, props={"num.partitions": "3"}, max_replication_factor=REPLICATING)
     for b in (1, 2, 3):
         drv.register(b)
     return drv
@@ -34,7 +44,7 @@ def test_create_topics_uses_the_broker_config_defaults_and_writes_one_batch(d):
     start = len(d.log)
     res = d.create_topic("orders", configs={"retention.ms": "1000"})
     assert (res.error_code, res.error_message) == (0, None)
-    assert (res.num_partitions, res.replication_factor) == (3, 2)
+    assert (res.num_partitions, res.replication_factor) == (3, 1)
     assert {c.name: c.value for c in res.configs}["retention.ms"] == "1000"
     recs = _records_since(d, start)
     assert [type(r).__name__ for r in recs] == ["TopicRecord", "ConfigRecord"] + [
@@ -43,19 +53,19 @@ def test_create_topics_uses_the_broker_config_defaults_and_writes_one_batch(d):
     assert recs[0].topic_id == res.topic_id
     topic = d.controller.image.topics.by_name["orders"]
     for reg in topic.partitions.values():
-        assert len(reg.replicas) == 2 and reg.isr == reg.replicas and reg.leader == reg.replicas[0]
+        assert len(reg.replicas) == 1 and reg.isr == reg.replicas and reg.leader == reg.replicas[0]
         assert (reg.leader_epoch, reg.partition_epoch) == (0, 0)
     assert d.controller.image.configs.topic("orders") == {"retention.ms": "1000"}
 
 
 def test_create_topics_spreads_leaders_over_the_brokers(d):
-    d.create_topic("spread", 30, 3)
+    d.create_topic("spread", 30, 1)
     leaders = [p.leader for p in d.controller.image.topics.by_name["spread"].partitions.values()]
     assert {leaders.count(b) for b in (1, 2, 3)} == {10}
 
 
 def test_create_topics_places_replicas_on_distinct_racks_when_brokers_have_racks():
-    d = Driver(seed=3)
+    d = Driver(seed=3, max_replication_factor=REPLICATING)
     for b, rack in [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")]:
         d.register(b, rack=rack)
     d.create_topic("racked", 12, 3)
@@ -123,7 +133,8 @@ def test_create_topics_a_name_twice_in_one_request_is_an_invalid_request(d):
     assert "twice" not in d.controller.image.topics.by_name
 
 
-def test_create_topics_replication_factor_above_the_active_broker_count_is_refused(d):
+def test_create_topics_replication_factor_above_the_active_broker_count_is_refused(replicating):
+    d = replicating
     res = d.create_topic("big", 1, 4)
     assert res.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
     assert res.error_message == (
@@ -190,7 +201,7 @@ def _assigned(name, assignment, **kw):
         ([(0, [])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."),
         ([(0, [1, 9])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 9, but no such broker is registered."),
         ([(0, [2, 2])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker 2 more than once."),
-        ([(0, [1, 2]), (1, [3])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with previous partitions, which have 2 replica(s)."),
+        ([(0, [1, 2]), (1, [3])], {}, ErrorCode.INVALID_REPLICATION_FACTOR, "The manual partition assignment includes a partition with 2 replicas, but replication is not available yet: kcore does not copy partitions between brokers (issue #17), so a partition can have at most 1 replica."),
         ([(0, [1]), (2, [2])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"),
         ([(0, [1]), (0, [2])], {}, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0"),
     ],
@@ -207,12 +218,71 @@ def test_create_topics_bad_manual_assignments_are_refused(d, assignment, kw, cod
 def test_create_topics_manual_assignment_is_used_as_given(d):
     res = d.run(
         d.controller.create_topics(
+            m.CreateTopicsRequest(topics=[_assigned("man", [(0, [3]), (1, [2])])])
+        )
+    )
+    assert res.topics[0].error_code == 0
+    parts = d.controller.image.topics.by_name["man"].partitions
+    assert (parts[0].replicas, parts[0].leader, parts[1].replicas) == ((3,), 3, (2,))
+
+
+def test_create_topics_manual_assignment_of_several_replicas_is_used_as_given(replicating):
+    d = replicating
+    res = d.run(
+        d.controller.create_topics(
             m.CreateTopicsRequest(topics=[_assigned("man", [(0, [3, 1]), (1, [2, 3])])])
         )
     )
     assert res.topics[0].error_code == 0
     parts = d.controller.image.topics.by_name["man"].partitions
     assert (parts[0].replicas, parts[0].leader, parts[1].replicas) == ((3, 1), 3, (2, 3))
+    res = d.run(
+        d.controller.create_topics(
+            m.CreateTopicsRequest(topics=[_assigned("uneven", [(0, [1, 2]), (1, [3])])])
+        )
+    )
+    assert (res.topics[0].error_code, res.topics[0].error_message) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes a partition with 1 replica(s), but this is "
+        "not consistent with previous partitions, which have 2 replica(s).",
+    )
+
+
+_NO_REPLICATION = (
+    ", but replication is not available yet: kcore does not copy partitions between brokers "
+    "(issue #17), so a partition can have at most 1 replica."
+)
+
+
+@pytest.mark.parametrize("rf", [2, 3])
+def test_create_topics_replication_factor_above_one_is_refused_until_replication(d, rf):
+    start = len(d.log)
+    res = d.create_topic("replicated", 1, rf)
+    assert (res.error_code, res.error_message) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        f"Replication factor {rf} was requested" + _NO_REPLICATION,
+    )
+    mirror = d.create_topic(
+        "mirrored", 1, rf, mirror_info=m.CreateTopicsRequest.MirrorInfo(topic_id=uuid.uuid4())
+    )
+    assert mirror.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert len(d.log) == start and not d.controller.image.topics.by_name
+    assert d.create_topic("single", 1, 1).error_code == 0
+
+
+def test_create_topics_default_replication_factor_above_one_is_refused_not_capped():
+    # Kafka makes an unreachable default.replication.factor visible where it is used: the
+    # create fails (INVALID_REPLICATION_FACTOR). kcore does the same rather than refusing to
+    # start, and never silently creates fewer replicas than the default asks for.
+    d = Driver(props={"default.replication.factor": "3"})
+    for b in (1, 2, 3):
+        d.register(b)
+    res = d.create_topic("defaulted")
+    assert (res.error_code, res.error_message) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "The default replication factor is 3 (default.replication.factor)" + _NO_REPLICATION,
+    )
+    assert d.create_topic("explicit", 1, 1).error_code == 0
 
 
 def test_create_topics_validate_only_writes_nothing(d):
@@ -233,7 +303,7 @@ def test_create_topics_validate_only_writes_nothing(d):
 def test_create_topics_mirror_info_topic_id_is_used(d):
     tid = uuid.UUID("5c0ffee0-0000-4000-8000-000000000001")
     res = d.create_topic(
-        "mirrored", 2, 2, mirror_info=m.CreateTopicsRequest.MirrorInfo(topic_id=tid)
+        "mirrored", 2, 1, mirror_info=m.CreateTopicsRequest.MirrorInfo(topic_id=tid)
     )
     assert (res.error_code, res.topic_id) == (0, tid)
     assert d.controller.image.topics.by_id[tid].name == "mirrored"
@@ -261,7 +331,8 @@ def test_create_topics_mirror_info_reserved_topic_ids_are_refused(d):
         assert res.error_code == ErrorCode.INVALID_REQUEST
 
 
-def test_create_topics_mirror_info_needs_every_replica_on_an_active_broker(d):
+def test_create_topics_mirror_info_needs_every_replica_on_an_active_broker(replicating):
+    d = replicating
     d.heartbeat(2, want_shut_down=True)  # broker 2 leads nothing: it shuts down at once
     assert d.controller.image.cluster.brokers[2].fenced
     mirror_info = m.CreateTopicsRequest.MirrorInfo(topic_id=uuid.uuid4())
@@ -344,7 +415,8 @@ def _grow(d, name, count, assignments=None, validate_only=False):
     return d.run(d.controller.create_partitions(req)).results[0]
 
 
-def test_create_partitions_adds_partitions_with_the_topics_replication_factor(d):
+def test_create_partitions_adds_partitions_with_the_topics_replication_factor(replicating):
+    d = replicating
     d.create_topic("grow", 2, 2)
     assert _grow(d, "grow", 5).error_code == 0
     parts = d.controller.image.topics.by_name["grow"].partitions
@@ -369,17 +441,55 @@ def test_create_partitions_only_increases(d):
 
 
 def test_create_partitions_checks_manual_assignments(d):
-    d.create_topic("grow", 1, 2)
+    d.create_topic("grow", 1, 1)
     a = m.CreatePartitionsRequest.CreatePartitionsAssignment
-    res = _grow(d, "grow", 3, [a(broker_ids=[1, 2])])
+    res = _grow(d, "grow", 3, [a(broker_ids=[1])])
     assert (
         res.error_message
         == "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
     )
+    res = _grow(d, "grow", 2, [a(broker_ids=[9])])
+    assert res.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert _grow(d, "grow", 2, [a(broker_ids=[2])]).error_code == 0
+    assert d.controller.image.topics.by_name["grow"].partitions[1].replicas == (2,)
+
+
+def test_create_partitions_checks_manual_assignments_of_several_replicas(replicating):
+    d = replicating
+    d.create_topic("grow", 1, 2)
+    a = m.CreatePartitionsRequest.CreatePartitionsAssignment
     res = _grow(d, "grow", 2, [a(broker_ids=[1])])
     assert res.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert _grow(d, "grow", 2, [a(broker_ids=[3, 1])]).error_code == 0
     assert d.controller.image.topics.by_name["grow"].partitions[1].replicas == (3, 1)
+
+
+def test_create_partitions_with_several_replicas_is_refused_until_replication(d):
+    d.create_topic("grow", 1, 1)
+    a = m.CreatePartitionsRequest.CreatePartitionsAssignment
+    res = _grow(d, "grow", 2, [a(broker_ids=[1, 2])])
+    assert (res.error_code, res.error_message) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "The manual partition assignment includes a partition with 2 replicas" + _NO_REPLICATION,
+    )
+    assert d.controller.image.topics.by_name["grow"].num_partitions == 1
+
+
+def test_create_partitions_of_a_topic_with_several_replicas_is_refused(replicating):
+    # A topic an older kcore created with RF 2 (its metadata log outlives the limit) gets no
+    # new partition of 2 replicas that would report followers in sync that never fetch.
+    d = replicating
+    d.create_topic("old", 1, 2)
+    limited = Driver(seed=42)
+    limited.log = d.log
+    limited.controller = type(d.controller)(limited.config, rng=limited.rng)
+    limited.controller.replay_batch([decode_record(b)[0] for b in d.log], 0)
+    limited.controller.commit(len(d.log) - 1)
+    res = _grow(limited, "old", 2)
+    assert (res.error_code, res.error_message) == (
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        "The topic old has replication factor 2" + _NO_REPLICATION,
+    )
 
 
 # -- configs -----------------------------------------------------------------------------------
@@ -525,3 +635,74 @@ def test_controller_config_reads_kafkas_property_names():
     )
     with pytest.raises(ValueError):
         ControllerConfig.from_properties({"node.id": "1", "num.partitions": "0"}, cluster_id="c")
+
+
+# -- AlterPartitionReassignments / ListPartitionReassignments -----------------------------------
+
+
+def _reassign(d, name, *targets, allow_rf_change=True, api_version=1):
+    R = m.AlterPartitionReassignmentsRequest
+    req = R(
+        allow_replication_factor_change=allow_rf_change,
+        topics=[
+            R.ReassignableTopic(
+                name=name,
+                partitions=[
+                    R.ReassignablePartition(partition_index=i, replicas=r) for i, r in targets
+                ],
+            )
+        ],
+    )
+    result = d.controller.alter_partition_reassignments(req, api_version)
+    assert result.records == ()  # nothing is ever moved
+    return [(p.error_code, p.error_message) for p in result.response.responses[0].partitions]
+
+
+def test_alter_partition_reassignments_refuses_what_needs_replication(d):
+    d.create_topic("r", 1, 1)
+    leader = _part_of(d, "r").leader
+    other = 1 if leader != 1 else 2
+    assert _reassign(d, "r", (0, [leader]), (0, [leader, other]), (0, [other])) == [
+        (0, None),  # the current replicas: done at once
+        (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "The manual partition assignment includes a partition with 2 replicas"
+            + _NO_REPLICATION,
+        ),
+        (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Reassigning r-0 from replicas [{leader}] to [{other}] takes 2 replicas while the "
+            "new ones copy the log" + _NO_REPLICATION,
+        ),
+    ]
+    assert _part_of(d, "r").replicas == (leader,)
+
+
+def test_alter_partition_reassignments_kafkas_per_partition_errors(d):
+    d.create_topic("r", 1, 1)
+    assert [code for code, _ in _reassign(d, "r", (0, None), (5, [1]), (0, [9]))] == [
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ]
+    assert _reassign(d, "ghost", (0, [1]))[0][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_partition_reassignments_without_replication_factor_change(replicating):
+    d = replicating
+    d.create_topic("r", 1, 2)
+    assert _reassign(d, "r", (0, [1, 2, 3]), allow_rf_change=False) == [
+        (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3")
+    ]
+
+
+def test_list_partition_reassignments_is_empty(d):
+    d.create_topic("r", 1, 1)
+    L = m.ListPartitionReassignmentsRequest
+    for topics in (None, [L.ListPartitionReassignmentsTopics(name="r", partition_indexes=[0])]):
+        result = d.controller.list_partition_reassignments(L(topics=topics))
+        assert result.records == () and result.response.topics == []
+
+
+def _part_of(d, name, index=0):
+    return d.controller.image.topics.by_name[name].partitions[index]

@@ -16,6 +16,7 @@ from kcore.server.config import (
     parse_override,
     parse_properties,
 )
+from kcore.server.listeners import parse_listeners, parse_protocol_map
 
 # -- java.util.Properties ---------------------------------------------------------------------
 
@@ -269,21 +270,23 @@ def test_broker_config_log_dirs_beats_log_dir_and_feeds_metadata_log_dir():
     assert BrokerConfig({"metadata.log.dir": "/m"}).metadata_log_dir == "/m"
 
 
-def test_broker_config_internal_topic_replication_factor_default_fits_small_clusters():
-    config = BrokerConfig()
-    key = "offsets.topic.replication.factor"
-    assert config.internal_topic_replication_factor(key, live_brokers=1) == 1
-    assert config.internal_topic_replication_factor(key, live_brokers=5) == 3
-    assert config.transaction_state_log_min_isr_for(1) == 1
-    assert config.transaction_state_log_min_isr_for(3) == 2
+def test_broker_config_internal_topic_replication_factor_is_capped_at_one_until_replication():
+    # Kafka's default 3, or any value set: one replica while kcore cannot replicate (#17).
+    for props in ({}, {"offsets.topic.replication.factor": "3"}):
+        config = BrokerConfig(props)
+        assert config.internal_topic_replication_factor("offsets.topic.replication.factor") == 1
+    config = BrokerConfig({"transaction.state.log.replication.factor": "1"})
+    assert config.internal_topic_replication_factor("transaction.state.log.replication.factor") == 1
 
 
-def test_broker_config_internal_topic_replication_factor_explicit_is_kafkas():
-    config = BrokerConfig(
-        {"offsets.topic.replication.factor": "3", "transaction.state.log.min.isr": "2"}
-    )
-    assert config.internal_topic_replication_factor("offsets.topic.replication.factor", 1) == 3
-    assert config.transaction_state_log_min_isr_for(1) == 2
+def test_broker_config_transaction_state_min_isr_is_capped_at_the_replication_factor():
+    assert BrokerConfig().transaction_state_log_min_isr_for(1) == 1  # default 2, RF capped
+    explicit = {"transaction.state.log.min.isr": "2"}
+    # An explicit 2 beside a factor the limit lowered from 3 would refuse every write at RF 1.
+    assert BrokerConfig(explicit).transaction_state_log_min_isr_for(1) == 1
+    # Set for the factor it gets, it stays as set (Kafka's behaviour: writes then fail).
+    same = {**explicit, "transaction.state.log.replication.factor": "1"}
+    assert BrokerConfig(same).transaction_state_log_min_isr_for(1) == 2
 
 
 def test_broker_config_admin_listener_parses_host_port():
@@ -409,13 +412,13 @@ def test_listener_parsing_hosts_names_and_protocols():
     config = BrokerConfig(
         {
             "listeners": "client://0.0.0.0:9092,INTERNAL://[::1]:9094,CONTROLLER://:9093",
-            "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "advertised.listeners": "CLIENT://broker1.example:9092,INTERNAL://[::1]:9094",
             "inter.broker.listener.name": "internal",
         }
     )
     assert config.listeners == (
-        Listener("CLIENT", "0.0.0.0", 9092, "SASL_SSL"),
+        Listener("CLIENT", "0.0.0.0", 9092, "PLAINTEXT"),
         Listener("INTERNAL", "::1", 9094, "PLAINTEXT"),
         Listener("CONTROLLER", None, 9093, "PLAINTEXT"),
     )
@@ -449,7 +452,7 @@ def test_listener_parsing_allows_one_ipv4_and_one_ipv6_on_a_port():
     config = BrokerConfig(
         {
             "listeners": "PLAINTEXT://127.0.0.1:9092,EXTERNAL://[::1]:9092,CONTROLLER://:9093",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:SSL,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
         }
     )
     assert [x.port for x in config.listeners] == [9092, 9092, 9093]
@@ -472,6 +475,107 @@ def test_listener_explicit_map_without_controller_entry_is_refused_with_ssl_in_u
                 "security.inter.broker.protocol": "SSL",
             }
         )
+
+
+def test_listener_parsing_reads_every_kafka_security_protocol():
+    # The map and the listeners parse whatever Kafka accepts; BrokerConfig refuses to *serve*
+    # what kcore cannot (next tests).
+    protocols = parse_protocol_map(("CLIENT:sasl_ssl", "INTERNAL:SSL", "OTHER:SASL_PLAINTEXT"))
+    listeners = parse_listeners(
+        "listeners", ("client://:9092", "INTERNAL://h:9094", "OTHER://h:9095"), protocols, True
+    )
+    assert [x.security_protocol for x in listeners] == ["SASL_SSL", "SSL", "SASL_PLAINTEXT"]
+
+
+_UNSERVED = "which kcore does not support yet: only PLAINTEXT listeners can be served until TLS "
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize(
+    "props, key, named",
+    [
+        (  # a client listener
+            {
+                "listeners": "CLIENT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+                "listener.security.protocol.map": "CLIENT:{p},CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "CLIENT",
+            },
+            "listeners",
+            "Listener CLIENT://127.0.0.1:9094 uses security protocol {p}, ",
+        ),
+        (  # the inter-broker listener, beside a plaintext client listener
+            {
+                "listeners": "PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:{p},"
+                "CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL",
+            },
+            "listeners",
+            "Listener INTERNAL://:9094 uses security protocol {p}, ",
+        ),
+        (  # the controller listener a combined node binds
+            {
+                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
+            },
+            "listeners",
+            "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+        ),
+        (  # the controller listener a broker-only node connects to
+            {
+                "process.roles": "broker",
+                "node.id": "2",
+                "controller.quorum.voters": "1@c1:9093",
+                "listeners": "PLAINTEXT://:9092",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
+            },
+            "controller.listener.names",
+            "Controller listener CONTROLLER uses security protocol {p}, ",
+        ),
+        (  # a controller-only node
+            {
+                "process.roles": "controller",
+                "listeners": "CONTROLLER://:9093",
+                "listener.security.protocol.map": "CONTROLLER:{p}",
+            },
+            "listeners",
+            "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+        ),
+    ],
+)
+def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, protocol):
+    props = {k: v.replace("{p}", protocol) for k, v in props.items()}
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig(props)
+    assert err.value.key == key
+    message = err.value.message
+    assert message.startswith(named.replace("{p}", protocol) + _UNSERVED), message
+    assert message.endswith("(issue #18)") and "\n" not in message
+
+
+def test_broker_config_refusing_a_listener_does_not_warn_about_its_ssl_keys(caplog):
+    # The issue's case: the only sign of trouble used to be "unknown config" warnings.
+    props = {
+        "listeners": "SASL_SSL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "SASL_SSL",
+        "ssl.keystore.location": "/etc/kafka/keystore.jks",
+        "sasl.enabled.mechanisms": "PLAIN",
+    }
+    with (
+        caplog.at_level(logging.WARNING, logger="kcore.server.config"),
+        pytest.raises(InvalidConfigError, match="security protocol SASL_SSL"),
+    ):
+        BrokerConfig(props)
+    assert caplog.text == ""
+
+
+def test_broker_config_unused_secured_protocol_in_the_map_is_fine():
+    # Kafka's default map names all four protocols; only the listeners in use matter.
+    config = BrokerConfig(
+        {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,X:SSL"}
+    )
+    assert config.listener_security_protocol_map["X"] == "SSL"
 
 
 def test_advertised_listeners_may_carry_the_controller_listener_as_in_kafka_4():
@@ -644,3 +748,15 @@ def test_broker_config_unknown_name_in_value_lookup_is_an_error():
         BrokerConfig().value("no.such.key")
     with pytest.raises(AttributeError):
         BrokerConfig().no_such_attribute  # noqa: B018
+
+
+def test_embedded_cluster_refuses_an_ssl_listener_before_starting(tmp_path):
+    from kcore.testing import EmbeddedCluster
+
+    cluster = EmbeddedCluster(
+        config={"listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"},
+        data_dir=tmp_path,
+    )
+    with pytest.raises(InvalidConfigError, match=r"Listener PLAINTEXT://127\.0\.0\.1:\d+ uses"):
+        cluster.start()
+    assert list(tmp_path.iterdir()) == []

@@ -6,6 +6,7 @@ loopback. A SIGKILL in the middle of a produce load must lose no acknowledged (a
 
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kcore.testing import free_port
 from kcore.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -117,3 +119,53 @@ def test_process_sigkill_during_produce_loses_no_acknowledged_record(tmp_path):
     assert acked, "nothing was acknowledged: the test proved nothing"
     missing = set(acked) - got
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.parametrize("command", ["server", "format"])
+def test_process_sasl_ssl_listener_is_refused_at_start_with_one_line(tmp_path, command):
+    """Issue #12 part 1: kcore used to serve this listener as plaintext, unauthenticated."""
+    port, controller_port = free_port(), free_port()
+    data = tmp_path / "data"
+    args = [
+        sys.executable,
+        "-m",
+        "kcore.cli",
+        command,
+        "--override",
+        f"listeners=SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "--override",
+        "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "--override",
+        "inter.broker.listener.name=SASL_SSL",
+        "--override",
+        "sasl.enabled.mechanisms=PLAIN",
+        "--override",
+        f"log.dirs={data}",
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it started serving: the refusal is missing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    errors = [line for line in err.splitlines() if not line.startswith("[")]  # log lines
+    assert errors == [
+        f"kcore {command}: {'invalid configuration: ' if command == 'server' else ''}"
+        f"INVALID_CONFIG (40): Listener SASL_SSL://127.0.0.1:{port} uses security protocol "
+        "SASL_SSL, which kcore does not support yet: only PLAINTEXT listeners can be served "
+        "until TLS and SASL are implemented (issue #18)"
+    ]
+    assert "isn't a known config" not in err
+    assert _port_is_free(port) and _port_is_free(controller_port)
+    assert not data.exists()  # nothing formatted, nothing written

@@ -12,6 +12,7 @@ and the sender retries with the new leader.
 Authorization (with an authorizer, as Kafka's ``ControllerApis``): the brokers' own APIs
 (BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds) need CLUSTER_ACTION,
 UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls and DeleteAcls ALTER on the
+cluster, AlterPartitionReassignments ALTER and ListPartitionReassignments DESCRIBE on the
 cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
 the broker that forwards one has already authorized its client, so a caller with CLUSTER_ACTION
 (a broker) is trusted with CreateTopics, DeleteTopics, CreatePartitions and the config changes;
@@ -19,9 +20,10 @@ any other caller (an admin client talking to the controller directly) is authori
 or config resource as a broker would (:mod:`kcore.server.handlers.topics`,
 :mod:`kcore.server.handlers.configs`).
 
-UpdateFeatures is also served on BROKER listeners, as Kafka brokers do (``kafka-features.sh
---bootstrap-server`` and admin clients send it to any broker): ALTER on the cluster is checked
-there, and the request is forwarded to the active controller.
+UpdateFeatures and the partition-reassignment APIs are also served on BROKER listeners, as Kafka
+brokers do (``kafka-features.sh`` / ``kafka-reassign-partitions.sh --bootstrap-server`` and admin
+clients send them to any broker): the operation on the cluster is checked there, and the request
+is forwarded to the active controller.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from kcore.server.registry import BROKER, CONTROLLER, HandlerRegistry
 CLUSTER_OPERATION = {
     30: AclOperation.ALTER,  # CreateAcls
     31: AclOperation.ALTER,  # DeleteAcls
+    45: AclOperation.ALTER,  # AlterPartitionReassignments
+    46: AclOperation.DESCRIBE,  # ListPartitionReassignments
     56: AclOperation.CLUSTER_ACTION,  # AlterPartition
     57: AclOperation.ALTER,  # UpdateFeatures
     62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
@@ -107,13 +111,29 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
     return None
 
 
+def _require_on_cluster(ctx, operation: AclOperation) -> None:
+    if not authz.allowed_on_cluster(ctx, operation):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        raise KafkaError(code, code.message)
+
+
+async def _answering_errors(api_key: int, body, call):
+    """``await call()``; a KafkaError is answered in every result for the APIs without a
+    top-level error field, and re-raised for the others (the network layer fills it)."""
+    try:
+        return await call()
+    except KafkaError as e:
+        response = error_response(api_key, body, e.code, e.message)
+        if response is None:
+            raise
+        return response
+
+
 async def _authorized(ctx, api: ControllerApi, body, submit):
     """``await submit(request)`` for what the caller may do; refusals merged into the answer."""
     operation = CLUSTER_OPERATION.get(api.api_key)
     if operation is not None:
-        if not authz.allowed_on_cluster(ctx, operation):
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            raise KafkaError(code, code.message)
+        _require_on_cluster(ctx, operation)
         return await submit(body)
     if not authz.enabled(ctx) or authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return await submit(body)  # forwarded by a broker, which authorized its client
@@ -140,39 +160,48 @@ def _handler(api: ControllerApi):
         async def submit(request):
             return await service.submit(operation_for(api, request, version))
 
-        try:
+        async def call():
             if service is None:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node runs no controller")
             return await _authorized(ctx, api, body, submit)
-        except KafkaError as e:
-            response = error_response(api.api_key, body, e.code, e.message)
-            if response is None:
-                raise
-            return response
+
+        return await _answering_errors(api.api_key, body, call)
 
     handle.__name__ = f"controller_{api.method}"
     return handle
 
 
 def register(registry: HandlerRegistry) -> None:
-    """Serve the controller APIs on CONTROLLER listeners, and UpdateFeatures on BROKER ones."""
+    """Serve the controller APIs on CONTROLLER listeners (a node with the controller role)."""
     for api in CONTROLLER_APIS.values():
         registry.register(api.api_key, listeners=(CONTROLLER,))(_handler(api))
-    registry.register(UPDATE_FEATURES, listeners=(BROKER,))(_forward_update_features)
 
 
-UPDATE_FEATURES = 57
+def register_forwarded(registry: HandlerRegistry) -> None:
+    """Serve :data:`BROKER_FORWARDED` on BROKER listeners (a node with the broker role)."""
+    for method in BROKER_FORWARDED:
+        api = CONTROLLER_APIS[method]
+        registry.register(api.api_key, listeners=(BROKER,))(_forwarding(api))
 
 
-async def _forward_update_features(ctx, body: m.UpdateFeaturesRequest):
-    version = ctx.version
-    try:
-        if not authz.allowed_on_cluster(ctx, CLUSTER_OPERATION[UPDATE_FEATURES]):
-            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            raise KafkaError(code, code.message)
-        return await ctx.server.controller_call(lambda c, now: c.update_features(body, version))
-    except KafkaError as e:
-        response = error_response(UPDATE_FEATURES, body, e.code, e.message)
-        if response is None:
-            raise
-        return response
+# The controller APIs a broker listener serves as well (Kafka's brokers forward them), each
+# authorized on the cluster (CLUSTER_OPERATION) before it is forwarded.
+BROKER_FORWARDED = (
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "update_features",
+)
+
+
+def _forwarding(api: ControllerApi):
+    async def forward(ctx, body):
+        version = ctx.version
+
+        async def call():
+            _require_on_cluster(ctx, CLUSTER_OPERATION[api.api_key])
+            return await ctx.server.controller_call(operation_for(api, body, version))
+
+        return await _answering_errors(api.api_key, body, call)
+
+    forward.__name__ = f"forward_{api.method}"
+    return forward
