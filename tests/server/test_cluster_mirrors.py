@@ -470,3 +470,52 @@ def test_mirror_rpcs_answer_unsupported_version_when_mirror_version_is_0():
                 assert (await call()).error_code == E.UNSUPPORTED_VERSION
 
     trio.run(main)
+
+
+class DenyingAuthorizer:
+    """Allows everything except the denied ``(operation, resource type, name)`` triples."""
+
+    def __init__(self, *denied) -> None:
+        self.denied = set(denied)
+
+    def authorize(self, principal, host, operation, resource_type, name) -> bool:
+        return (operation, resource_type, name) not in self.denied
+
+    def authorize_by_resource_type(self, principal, host, operation, resource_type) -> bool:
+        return True
+
+
+def test_cluster_mirror_acls_guard_every_rpc(clusters):
+    from kcore.metadata.acls import AclOperation as Op
+    from kcore.metadata.acls import ResourceType as Rt
+
+    _, dest = clusters
+    visible, hidden, refused = make_mirror(clusters), make_mirror(clusters), _name("m")
+    dest.broker.authorizer = DenyingAuthorizer(
+        (Op.CREATE, Rt.CLUSTER_MIRROR, refused),
+        (Op.DESCRIBE, Rt.CLUSTER_MIRROR, hidden),
+        (Op.ALTER, Rt.CLUSTER_MIRROR, hidden),
+        (Op.DELETE, Rt.CLUSTER_MIRROR, hidden),
+        (Op.DESCRIBE_CONFIGS, Rt.CLUSTER_MIRROR, hidden),
+    )
+    try:
+        before = image(dest).offset
+        cfg = {"bootstrap.servers": clusters[0].bootstrap_servers}
+        resp = on_dest(clusters, lambda c: create_cluster_mirror(c, refused, cfg))
+        assert resp.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+        for call in (
+            lambda c: start_mirror_topics(c, hidden, ["t"]),
+            lambda c: stop_mirror_topics(c, hidden, ["t"]),
+            lambda c: pause_mirror_topics(c, hidden, ["t"]),
+            lambda c: delete_cluster_mirror(c, hidden),
+        ):
+            assert on_dest(clusters, call).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+        assert image(dest).offset == before
+        names = {x.mirror_name for x in on_dest(clusters, list_cluster_mirrors).mirrors}
+        assert visible in names and hidden not in names
+        described = on_dest(clusters, lambda c: describe_cluster_mirrors(c, [hidden]))
+        assert described.mirrors[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+        configs = on_dest(clusters, lambda c: describe_configs(c, [(64, hidden)]))
+        assert configs.results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        dest.broker.authorizer = None
