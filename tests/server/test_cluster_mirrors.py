@@ -90,6 +90,27 @@ def results(resp):
     return {t.name: (t.error_code, t.error_message) for t in resp.topics}
 
 
+def alter_mirror(clusters, name, *ops):
+    """IncrementalAlterConfigs of ``(key, operation, value)`` on the mirror's CLUSTER_MIRROR
+    resource: ``(error code, message)``."""
+    A = m.IncrementalAlterConfigsRequest
+    req = A(
+        resources=[
+            A.AlterConfigsResource(
+                resource_type=64,
+                resource_name=name,
+                configs=[A.AlterableConfig(name=k, config_operation=o, value=v) for k, o, v in ops],
+            )
+        ]
+    )
+
+    async def send(client):
+        r = (await client.request("any", req)).responses[0]
+        return r.error_code, r.error_message
+
+    return on_dest(clusters, send)
+
+
 def make_mirror(clusters, configs=None) -> str:
     source, _ = clusters
     name = _name("m")
@@ -243,34 +264,13 @@ def test_start_after_the_source_cluster_changed_is_a_cluster_id_mismatch(cluster
     topic = _name("t")
     source.create_topic(topic)
     name = make_mirror(clusters)
-    # Re-point the mirror at the destination itself, keeping the recorded source id: refused
-    # by the configs rule (D-24), so alter both and record a wrong id by hand instead.
-    A = m.IncrementalAlterConfigsRequest
-
-    async def alter(client):
-        req = A(
-            resources=[
-                A.AlterConfigsResource(
-                    resource_type=64,
-                    resource_name=name,
-                    configs=[
-                        A.AlterableConfig(
-                            name="bootstrap.servers",
-                            config_operation=0,
-                            value=dest.bootstrap_servers,
-                        ),
-                        A.AlterableConfig(
-                            name="mirror.source.cluster.id",
-                            config_operation=0,
-                            value=source.broker.cluster_id,
-                        ),
-                    ],
-                )
-            ]
-        )
-        return await client.request("any", req)
-
-    assert on_dest(clusters, alter).responses[0].error_code == 0
+    # Re-point the mirror at the destination itself, recording the source's id with it (the
+    # configs rule of D-24 lets both change together): the next contact sees another cluster.
+    ops = [
+        ("bootstrap.servers", 0, dest.bootstrap_servers),
+        ("mirror.source.cluster.id", 0, source.broker.cluster_id),
+    ]
+    assert alter_mirror(clusters, name, *ops) == (0, None)
     before = image(dest).offset
     resp = on_dest(clusters, lambda c: start_mirror_topics(c, name, [topic]))
     assert resp.error_code == E.MIRROR_SOURCE_CLUSTER_ID_MISMATCH, resp
@@ -372,26 +372,10 @@ def test_describe_cluster_mirrors_reports_partitions_states_and_unknown_mirrors(
 def test_mirror_configs_round_trip_through_incremental_alter_and_describe_configs(clusters):
     _, dest = clusters
     name = make_mirror(clusters)
-    A = m.IncrementalAlterConfigsRequest
 
-    async def alter(client, *ops):
-        req = A(
-            resources=[
-                A.AlterConfigsResource(
-                    resource_type=64,
-                    resource_name=name,
-                    configs=[
-                        A.AlterableConfig(name=k, config_operation=o, value=v) for k, o, v in ops
-                    ],
-                )
-            ]
-        )
-        r = (await client.request("any", req)).responses[0]
-        return r.error_code, r.error_message
-
-    assert on_dest(clusters, lambda c: alter(c, ("mirror.topics.include", 2, "a.*"))) == (0, None)
-    assert on_dest(clusters, lambda c: alter(c, ("request.timeout.ms", 0, "5000"))) == (0, None)
-    code, message = on_dest(clusters, lambda c: alter(c, ("ssl.keystore.password", 0, "hunter2")))
+    assert alter_mirror(clusters, name, ("mirror.topics.include", 2, "a.*")) == (0, None)
+    assert alter_mirror(clusters, name, ("request.timeout.ms", 0, "5000")) == (0, None)
+    code, message = alter_mirror(clusters, name, ("ssl.keystore.password", 0, "hunter2"))
     assert code == E.INVALID_CONFIG and "issue #18" in message
     resp = on_dest(clusters, lambda c: describe_configs(c, [(64, name)]))
     [result] = resp.results

@@ -93,6 +93,13 @@ def _mirror(ctx, name: str) -> ClusterMirrorImage:
     return mirror
 
 
+def _altered_mirror(ctx, body) -> ClusterMirrorImage:
+    """The mirror a topic operation changes: mirroring on, ALTER allowed, the mirror known."""
+    _check_enabled(ctx)
+    require(ctx, AclOperation.ALTER, body.mirror_name)
+    return _mirror(ctx, body.mirror_name)
+
+
 async def _admit(ctx, operation: MirrorOperation, mirror: str, topics) -> None:
     """Read the states of every local partition of ``topics`` and admit ``operation``."""
     image = ctx.server.metadata_image
@@ -170,9 +177,7 @@ def _topic_response(cls, body, error: KafkaError):
 async def start_mirror_topics(ctx, body: m.StartMirrorTopicsRequest):
     R = m.StartMirrorTopicsResponse
     try:
-        _check_enabled(ctx)
-        require(ctx, AclOperation.ALTER, body.mirror_name)
-        mirror = _mirror(ctx, body.mirror_name)
+        mirror = _altered_mirror(ctx, body)
         for key, patterns in (
             (mc.INCLUDE, body.include_patterns),
             (mc.EXCLUDE, body.exclude_patterns),
@@ -251,9 +256,7 @@ async def _resolve_start(ctx, mirror: ClusterMirrorImage, body):
 async def stop_mirror_topics(ctx, body: m.StopMirrorTopicsRequest):
     R = m.StopMirrorTopicsResponse
     try:
-        _check_enabled(ctx)
-        require(ctx, AclOperation.ALTER, body.mirror_name)
-        mirror = _mirror(ctx, body.mirror_name)
+        mirror = _altered_mirror(ctx, body)
         targets = [t.topic_name for t in body.topics if t.topic_name in mirror.topics]
         if body.patterns:
             exclude = mirror.exclude_patterns + list(body.patterns)
@@ -271,9 +274,7 @@ async def stop_mirror_topics(ctx, body: m.StopMirrorTopicsRequest):
 def _pause_or_resume(operation: MirrorOperation, response_cls, method: str):
     async def handle(ctx, body):
         try:
-            _check_enabled(ctx)
-            require(ctx, AclOperation.ALTER, body.mirror_name)
-            mirror = _mirror(ctx, body.mirror_name)
+            mirror = _altered_mirror(ctx, body)
             targets = [t.topic_name for t in body.topics if t.topic_name in mirror.topics]
             await _admit(ctx, operation, mirror.name, targets)
         except KafkaError as e:
