@@ -13,11 +13,15 @@ Modules, inside out:
   machine, over the managers ``replication``, ``cluster_control``, ``config_control``,
   ``features``, ``producer_ids``, ``acls`` (and ``partition_change``, ``placement``,
   ``topic_names``).
+* :mod:`~kcore.metadata.mirrors` — the cluster mirrors' image part (registered on import),
+  with :mod:`~kcore.metadata.mirror_configs` (a mirror's config keys) and
+  :mod:`~kcore.metadata.mirror_control` (the controller's mirror operations).
 * :mod:`~kcore.metadata.bootstrap` — the records a new cluster starts with.
 
 Nothing here performs I/O or imports ``trio``.
 """
 
+from kcore.metadata import mirrors as _mirrors  # noqa: F401 - registers the image part
 from kcore.metadata.bootstrap import bootstrap_records
 from kcore.metadata.context import ControllerConfig, ControllerResult
 from kcore.metadata.controller import QuorumController

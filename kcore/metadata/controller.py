@@ -41,7 +41,11 @@ Operations
 ``incremental_alter_configs``, ``register_broker``, ``broker_heartbeat``, ``unregister_broker``,
 ``alter_partition``, ``bump_leader_epochs``, ``allocate_producer_ids``, ``update_features``,
 ``create_acls``, ``delete_acls``, ``alter_partition_reassignments``,
-``list_partition_reassignments``: each takes the decoded request (and the API version where
+``list_partition_reassignments``, and cluster mirroring's ``create_cluster_mirror``,
+``delete_cluster_mirror``, ``start_mirror_topics``, ``stop_mirror_topics``,
+``pause_mirror_topics``, ``resume_mirror_topics`` (:mod:`kcore.metadata.mirror_control`; the
+CLUSTER_MIRROR config resource is registered for (Incremental)AlterConfigs): each takes the
+decoded request (and the API version where
 the version changes its meaning) and returns the response message to send.
 """
 
@@ -56,6 +60,7 @@ from kcore.metadata import (
     cluster_control,
     config_control,
     features,
+    mirror_control,
     producer_ids,
     reassignment,
     replication,
@@ -65,7 +70,7 @@ from kcore.metadata.cluster_control import BrokerHeartbeatTracker
 from kcore.metadata.config_control import ConfigValidator
 from kcore.metadata.context import ControllerConfig, ControllerContext, ControllerResult
 from kcore.metadata.delta import MetadataDelta
-from kcore.metadata.image import MetadataImage
+from kcore.metadata.image import ConfigResourceType, MetadataImage
 from kcore.protocol import messages as m
 from kcore.protocol.messages import Message
 
@@ -97,6 +102,9 @@ class QuorumController:
         self.ctx = ControllerContext(config, image, rng if rng is not None else random.Random())
         self.ctx.heartbeats = BrokerHeartbeatTracker(config.broker_session_timeout_ms)
         self._pending: list[_Pending] = []
+        self.register_config_validator(
+            ConfigResourceType.CLUSTER_MIRROR, mirror_control.ClusterMirrorConfigValidator()
+        )
 
     # -- state -------------------------------------------------------------------------------
 
@@ -267,3 +275,35 @@ class QuorumController:
 
     def delete_acls(self, request: m.DeleteAclsRequest) -> ControllerResult[m.DeleteAclsResponse]:
         return acls.delete_acls(self.ctx, request)
+
+    # -- cluster mirroring (spec §6.1-6.7) ---------------------------------------------------
+
+    def create_cluster_mirror(
+        self, request: m.CreateClusterMirrorRequest
+    ) -> ControllerResult[m.CreateClusterMirrorResponse]:
+        return mirror_control.create_cluster_mirror(self.ctx, request)
+
+    def delete_cluster_mirror(
+        self, request: m.DeleteClusterMirrorRequest
+    ) -> ControllerResult[m.DeleteClusterMirrorResponse]:
+        return mirror_control.delete_cluster_mirror(self.ctx, request)
+
+    def start_mirror_topics(
+        self, request: m.StartMirrorTopicsRequest
+    ) -> ControllerResult[m.StartMirrorTopicsResponse]:
+        return mirror_control.start_mirror_topics(self.ctx, request)
+
+    def stop_mirror_topics(
+        self, request: m.StopMirrorTopicsRequest
+    ) -> ControllerResult[m.StopMirrorTopicsResponse]:
+        return mirror_control.stop_mirror_topics(self.ctx, request)
+
+    def pause_mirror_topics(
+        self, request: m.PauseMirrorTopicsRequest
+    ) -> ControllerResult[m.PauseMirrorTopicsResponse]:
+        return mirror_control.pause_mirror_topics(self.ctx, request)
+
+    def resume_mirror_topics(
+        self, request: m.ResumeMirrorTopicsRequest
+    ) -> ControllerResult[m.ResumeMirrorTopicsResponse]:
+        return mirror_control.resume_mirror_topics(self.ctx, request)

@@ -41,6 +41,8 @@ _DENIED = {
     ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
     ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
     ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    # Kafka has no CLUSTER_MIRROR error; a mirror is cluster-level configuration (spec §12.1).
+    ResourceType.CLUSTER_MIRROR: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
 }
 
 # Kafka's AclEntry.supportedOperations: what an "authorized operations" bit field may hold.

@@ -51,6 +51,7 @@ from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
+from kcore.mirror.admission import UnknownMirrorStates
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import PartitionState
@@ -62,6 +63,7 @@ from kcore.server.fetch_session import FetchManager, FetchSessionCache
 from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
 from kcore.server.handlers.api_versions import UNKNOWN_FINALIZED_FEATURES_EPOCH, FinalizedFeatures
+from kcore.server.handlers.cluster_mirrors import LocalMirrorStats
 from kcore.server.internal_topics import InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
@@ -160,6 +162,11 @@ class KafkaBroker:
             ),
         )
         self.internal_topics = InternalTopics(self)
+        # Cluster mirroring (kcore/server/handlers/cluster_mirrors.py): where the mirror RPCs
+        # read partition states (the ClusterMirrorCoordinator, once wired: a MirrorStateReader)
+        # and per-partition numbers (the mirror fetcher's, once wired: a MirrorStatsProvider).
+        self.mirror_state_reader = UnknownMirrorStates()
+        self.mirror_stats = LocalMirrorStats(self.replica_manager)
         self.group_coordinator = GroupCoordinatorService(self)
         self.transaction_coordinator = TransactionCoordinatorService(self)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction

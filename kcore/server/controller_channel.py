@@ -72,6 +72,13 @@ CONTROLLER_APIS: dict[str, ControllerApi] = {
         ControllerApi(63, "broker_heartbeat", takes_now=True),
         ControllerApi(64, "unregister_broker"),
         ControllerApi(67, "allocate_producer_ids"),
+        # cluster mirroring (spec §6, M-71: forwarded to the controller)
+        ControllerApi(94, "create_cluster_mirror"),
+        ControllerApi(95, "start_mirror_topics"),
+        ControllerApi(96, "stop_mirror_topics"),
+        ControllerApi(97, "pause_mirror_topics"),
+        ControllerApi(98, "resume_mirror_topics"),
+        ControllerApi(99, "delete_cluster_mirror"),
     )
 }
 CONTROLLER_APIS_BY_KEY: dict[int, ControllerApi] = {a.api_key: a for a in CONTROLLER_APIS.values()}

@@ -601,8 +601,12 @@ def test_alter_configs_broker_resources(d):
         _incremental(d, 4, "x", ("num.io.threads", 0, "2")).error_code == ErrorCode.INVALID_REQUEST
     )
     assert (
+        _incremental(d, 16, "m1", ("interval.ms", 0, "1")).error_code == ErrorCode.INVALID_REQUEST
+    )
+    # CLUSTER_MIRROR has its validator (kcore.metadata.mirror_control): the mirror must exist.
+    assert (
         _incremental(d, 64, "m1", ("bootstrap.servers", 0, "h:1")).error_code
-        == ErrorCode.INVALID_REQUEST
+        == ErrorCode.MIRROR_NOT_FOUND
     )
 
 

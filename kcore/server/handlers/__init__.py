@@ -5,6 +5,7 @@ from __future__ import annotations
 from kcore.server.handlers import (
     acls,
     api_versions,
+    cluster_mirrors,
     configs,
     fetch,
     find_coordinator,
@@ -31,6 +32,7 @@ FAMILIES = (
     find_coordinator,
     groups,
     acls,
+    cluster_mirrors,
 )
 
 

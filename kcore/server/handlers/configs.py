@@ -14,8 +14,10 @@ result, and is left out of what goes to the controller.
 
 from __future__ import annotations
 
-from kcore.log.config import ConfigSource, describe
+from kcore.log.config import ConfigSource, ConfigType, describe
+from kcore.metadata import mirror_configs
 from kcore.metadata.acls import AclOperation, ResourceType
+from kcore.metadata.mirrors import mirrors_image
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.server import authz
@@ -27,6 +29,7 @@ BROKER = 4
 BROKER_LOGGER = 8
 CLIENT_METRICS = 16
 GROUP = 32
+CLUSTER_MIRROR = 64
 Resp = m.DescribeConfigsResponse
 
 
@@ -37,6 +40,8 @@ def config_resource_allowed(ctx, operation: AclOperation, rtype: int, name: str)
         resource_type, resource_name = ResourceType.TOPIC, name
     elif rtype == GROUP:
         resource_type, resource_name = ResourceType.GROUP, name
+    elif rtype == CLUSTER_MIRROR:
+        resource_type, resource_name = ResourceType.CLUSTER_MIRROR, name
     elif rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         resource_type, resource_name = ResourceType.CLUSTER, authz.CLUSTER_NAME
     else:
@@ -144,6 +149,55 @@ def _broker_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeCon
     return result
 
 
+def _mirror_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeConfigsResult:
+    """A cluster mirror's configs (spec M-106): the keys set on it, then the known mirror keys
+    with a default; secrets (``mirror_configs.is_sensitive``) with a null value."""
+    result = Resp.DescribeConfigsResult(
+        resource_type=resource.resource_type, resource_name=resource.resource_name
+    )
+    mirror = mirrors_image(ctx.server.metadata_image).mirror(resource.resource_name)
+    if mirror is None:
+        result.error_code = int(ErrorCode.MIRROR_NOT_FOUND)
+        result.error_message = f"No cluster mirror named '{resource.resource_name}' exists."
+        return result
+    entries = [(k, v, False) for k, v in mirror.configs.items()]
+    entries += [
+        (k, v, True)
+        for k, v in mirror_configs.MIRROR_KEYS.items()
+        if v is not None and k not in mirror.configs
+    ]
+    wanted = resource.configuration_keys
+    for name, value, is_default in sorted(entries):
+        if wanted is not None and name not in wanted:
+            continue
+        sensitive = mirror_configs.is_sensitive(name)
+        # Kafka's ConfigSource has no value for a mirror's own configs: UNKNOWN (0), or
+        # DEFAULT_CONFIG for a default.
+        source = ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.UNKNOWN
+        shown = None if sensitive else value
+        result.configs.append(
+            Resp.DescribeConfigsResourceResult(
+                name=name,
+                value=shown,
+                read_only=name == mirror_configs.SOURCE_CLUSTER_ID,
+                config_source=int(source),
+                is_default=is_default,
+                is_sensitive=sensitive,
+                synonyms=[Resp.DescribeConfigsSynonym(name=name, value=shown, source=int(source))]
+                if body.include_synonyms
+                else [],
+                config_type=int(
+                    ConfigType.PASSWORD
+                    if sensitive
+                    else ConfigType.LIST
+                    if name in mirror_configs.LIST_KEYS
+                    else ConfigType.STRING
+                ),
+            )
+        )
+    return result
+
+
 def register(registry: HandlerRegistry) -> None:
     @registry.register(32)
     async def describe_configs(ctx, body: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
@@ -165,6 +219,8 @@ def register(registry: HandlerRegistry) -> None:
                 response.results.append(_topic_result(ctx, resource, body))
             elif resource.resource_type == BROKER:
                 response.results.append(_broker_result(ctx, resource, body))
+            elif resource.resource_type == CLUSTER_MIRROR:
+                response.results.append(_mirror_result(ctx, resource, body))
             else:
                 response.results.append(
                     Resp.DescribeConfigsResult(

@@ -20,6 +20,10 @@ any other caller (an admin client talking to the controller directly) is authori
 or config resource as a broker would (:mod:`kcore.server.handlers.topics`,
 :mod:`kcore.server.handlers.configs`).
 
+The cluster-mirror changes (CreateClusterMirror, Start/Stop/Pause/ResumeMirrorTopics,
+DeleteClusterMirror) need their CLUSTER_MIRROR operation (:data:`MIRROR_OPERATION`) from such a
+caller; a broker that forwards one has checked it, and the partition states, already.
+
 UpdateFeatures and the partition-reassignment APIs are also served on BROKER listeners, as Kafka
 brokers do (``kafka-features.sh`` / ``kafka-reassign-partitions.sh --bootstrap-server`` and admin
 clients send them to any broker): the operation on the cluster is checked there, and the request
@@ -35,7 +39,7 @@ from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
 from kcore.server.controller_channel import CONTROLLER_APIS, ControllerApi, operation_for
-from kcore.server.handlers import configs, topics
+from kcore.server.handlers import cluster_mirrors, configs, topics
 from kcore.server.registry import BROKER, CONTROLLER, HandlerRegistry
 
 # The operation on the cluster each API needs; the admin APIs are authorized per resource.
@@ -50,6 +54,16 @@ CLUSTER_OPERATION = {
     63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
     64: AclOperation.ALTER,  # UnregisterBroker
     67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
+}
+
+# Cluster mirroring (spec §12.1): the operation on CLUSTER_MIRROR:<mirror name> each API needs.
+MIRROR_OPERATION = {
+    94: AclOperation.CREATE,  # CreateClusterMirror
+    95: AclOperation.ALTER,  # StartMirrorTopics
+    96: AclOperation.ALTER,  # StopMirrorTopics
+    97: AclOperation.ALTER,  # PauseMirrorTopics
+    98: AclOperation.ALTER,  # ResumeMirrorTopics
+    99: AclOperation.DELETE,  # DeleteClusterMirror
 }
 
 
@@ -148,6 +162,9 @@ async def _authorized(ctx, api: ControllerApi, body, submit):
     if key in (33, 44):
         R = m.AlterConfigsResponse if key == 33 else m.IncrementalAlterConfigsResponse
         return await configs.alter_configs_authorized(ctx, body, R, submit)
+    if key in MIRROR_OPERATION:
+        cluster_mirrors.require(ctx, MIRROR_OPERATION[key], body.mirror_name)
+        return await submit(body)
     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # an API this table does not know yet
     raise KafkaError(code, code.message)
 

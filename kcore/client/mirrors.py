@@ -1,0 +1,142 @@
+"""Cluster-mirror admin helpers (spec §11.1 M-98, with its suggested Python names): each sends one
+mirror RPC to any broker of the **destination** cluster (which forwards changes to its
+controller) and returns the raw response, as :mod:`kcore.client.admin` does; check it with
+:func:`kcore.client.errors.raise_for_error`::
+
+    async with KafkaClient("127.0.0.1:9094") as client:
+        raise_for_error(await create_cluster_mirror(client, "dr", {"bootstrap.servers": src}))
+        resp = await start_mirror_topics(client, "dr", ["orders"], include_patterns=["pay-.*"])
+
+``topic_metadata`` (M-99) maps a topic to ``(topic_id, num_partitions)`` when the caller knows
+the source's; otherwise the broker looks them up on the source (D-27).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kcore.client.cluster import KafkaClient, Target
+from kcore.protocol import messages as m
+
+__all__ = [
+    "create_cluster_mirror",
+    "delete_cluster_mirror",
+    "describe_cluster_mirrors",
+    "list_cluster_mirrors",
+    "pause_mirror_topics",
+    "resume_mirror_topics",
+    "start_mirror_topics",
+    "stop_mirror_topics",
+]
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def create_cluster_mirror(
+    client: KafkaClient, mirror_name: str, configs: Mapping[str, str], *, target: Target = "any"
+) -> Any:
+    """CreateClusterMirror with the mirror's configs (``bootstrap.servers`` required)."""
+    C = m.CreateClusterMirrorRequest
+    body = C(
+        mirror_name=mirror_name,
+        config=[C.ClusterMirrorConfig(name=k, value=v) for k, v in configs.items()],
+    )
+    return await client.request(target, body)
+
+
+async def start_mirror_topics(
+    client: KafkaClient,
+    mirror_name: str,
+    topics: Iterable[str],
+    *,
+    include_patterns: Iterable[str] = (),
+    exclude_patterns: Iterable[str] = (),
+    topic_metadata: Mapping[str, tuple[uuid.UUID, int]] | None = None,
+    target: Target = "any",
+) -> Any:
+    """StartMirrorTopics: ``topics`` by name, plus the source topics ``include_patterns``
+    match; the patterns are persisted in the mirror's config (D-20)."""
+    S = m.StartMirrorTopicsRequest
+    known = topic_metadata or {}
+    body = S(
+        mirror_name=mirror_name,
+        topics=[
+            S.TopicData(
+                topic_name=t,
+                topic_id=known.get(t, (ZERO_UUID, 0))[0],
+                num_partitions=known.get(t, (ZERO_UUID, 0))[1],
+            )
+            for t in topics
+        ],
+        include_patterns=list(include_patterns),
+        exclude_patterns=list(exclude_patterns),
+    )
+    return await client.request(target, body)
+
+
+async def stop_mirror_topics(
+    client: KafkaClient,
+    mirror_name: str,
+    topics: Iterable[str],
+    *,
+    patterns: Iterable[str] = (),
+    target: Target = "any",
+) -> Any:
+    """StopMirrorTopics (failover): ``topics``, and every topic of the mirror ``patterns``
+    match (the patterns move from the include to the exclude list, M-53)."""
+    S = m.StopMirrorTopicsRequest
+    body = S(
+        mirror_name=mirror_name,
+        topics=[S.TopicData(topic_name=t) for t in topics],
+        patterns=list(patterns),
+    )
+    return await client.request(target, body)
+
+
+async def _topics_request(client, cls, mirror_name, topics, target) -> Any:
+    body = cls(mirror_name=mirror_name, topics=[cls.TopicData(topic_name=t) for t in topics])
+    return await client.request(target, body)
+
+
+async def pause_mirror_topics(
+    client: KafkaClient, mirror_name: str, topics: Iterable[str], *, target: Target = "any"
+) -> Any:
+    """PauseMirrorTopics: the topics stay read-only and stop fetching."""
+    return await _topics_request(client, m.PauseMirrorTopicsRequest, mirror_name, topics, target)
+
+
+async def resume_mirror_topics(
+    client: KafkaClient, mirror_name: str, topics: Iterable[str], *, target: Target = "any"
+) -> Any:
+    """ResumeMirrorTopics: paused topics fetch again from where they stopped."""
+    return await _topics_request(client, m.ResumeMirrorTopicsRequest, mirror_name, topics, target)
+
+
+async def delete_cluster_mirror(
+    client: KafkaClient, mirror_name: str, *, target: Target = "any"
+) -> Any:
+    """DeleteClusterMirror: only when every topic of the mirror is STOPPED (D-29)."""
+    return await client.request(target, m.DeleteClusterMirrorRequest(mirror_name=mirror_name))
+
+
+async def list_cluster_mirrors(client: KafkaClient, *, target: Target = "any") -> Any:
+    """ListClusterMirrors: name, source bootstrap servers and cluster id, topic count."""
+    return await client.request(target, m.ListClusterMirrorsRequest())
+
+
+async def describe_cluster_mirrors(
+    client: KafkaClient,
+    mirror_names: Iterable[str] | None = None,
+    *,
+    include_authorized_operations: bool = False,
+    target: Target = "any",
+) -> Any:
+    """DescribeClusterMirrors: per mirror, per topic, per partition its state and numbers
+    (None or empty: every mirror)."""
+    body = m.DescribeClusterMirrorsRequest(
+        mirror_names=list(mirror_names or ()),
+        include_authorized_operations=include_authorized_operations,
+    )
+    return await client.request(target, body)
