@@ -18,7 +18,7 @@ Theory of operation
    client APIs and controller listeners the Raft and controller APIs;
 5. the **broker lifecycle**: registration with the controller, then heartbeats every
    ``broker.heartbeat.interval.ms``; the broker is ready once the controller unfences it;
-6. the **maintenance** task (log flush, retention, checkpoints every second).
+6. the **maintenance** task (log flush, retention, the log cleaner, checkpoints).
 
 Shutdown (:meth:`KafkaBroker.request_stop`: SIGTERM/SIGINT in ``kcore server``) stops accepting,
 lets in-flight requests finish under a deadline, resigns Raft leadership, and closes every log
@@ -131,6 +131,12 @@ class KafkaBroker:
             self._topic_config,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            # As Kafka, log.cleaner.threads=0 starts no cleaner thread: nothing is compacted.
+            cleaner_backoff_ms=(
+                config.log_cleaner_backoff_ms
+                if config.log_cleaner_enable and config.log_cleaner_threads > 0
+                else None
+            ),
         )
         self.replica_manager = ReplicaManager(
             self.node_id,
