@@ -231,10 +231,28 @@ class KafkaBroker:
     def _topic_config(self, topic: str) -> LogConfig:
         cached = self._topic_configs.get(topic)
         if cached is None:
-            overrides = dict(self.metadata_image.configs.topic(topic))
-            cached = LogConfig.from_layers(overrides, self.config.raw)
+            configs = self.metadata_image.configs
+            overrides = dict(configs.topic(topic))
+            # Kafka's order: topic override, this broker's dynamic config, the cluster-wide
+            # dynamic default, server.properties (AlterConfigs on BROKER takes effect here).
+            cached = LogConfig.from_layers(
+                overrides,
+                self.config.raw,
+                dynamic_broker_config=configs.broker(self.node_id),
+                dynamic_default_broker_config=configs.cluster_defaults(),
+            )
             self._topic_configs[topic] = cached
         return cached
+
+    def dynamic_value(self, key: str) -> Any:
+        """A broker config honoured at run time: this broker's dynamic value, else the
+        cluster-wide dynamic default, else ``server.properties`` (Kafka's precedence)."""
+        configs = self.metadata_image.configs
+        for layer in (configs.broker(self.node_id), configs.cluster_defaults()):
+            text = layer.get(key)
+            if text is not None:
+                return BrokerConfig({key: text}).value(key)
+        return self.config.value(key)
 
     async def controller_call(self, operation: Callable[[QuorumController, int], Any]) -> Any:
         """Run a controller operation and return its response once committed.

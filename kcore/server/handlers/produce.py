@@ -292,7 +292,7 @@ async def _verify(
             verification.failure = error
         return verifying
     # Read per request: a config whose value changes at run time would take effect at once.
-    if not broker.config.value("transaction.partition.verification.enable"):
+    if not broker.dynamic_value("transaction.partition.verification.enable"):
         return {}
     ((producer_id, producer_epoch),) = producers
     replicas = broker.replica_manager
