@@ -122,32 +122,20 @@ def _topics(Topic, Partition, offsets):
 OFFSETS = {("two", 1): 11, ("two", 2): 12, ("gone", 0): 13}
 
 
-@pytest.mark.parametrize("version", [2, 9])
-def test_offset_commit_wire_unknown_partitions_answered_and_not_stored(cluster, version):
+@pytest.mark.parametrize(
+    "version, offsets, expected_codes, expected_stored",
+    [
+        (v, OFFSETS, {("two", 1): 0, ("two", 2): UNKNOWN, ("gone", 0): UNKNOWN}, {("two", 1): 11})
+        for v in (2, 9)
+    ]
+    # Nothing left to commit: the coordinator is not asked, nothing is stored.
+    + [(9, {("gone", 0): 1, ("gone", 1): 2}, {("gone", 0): UNKNOWN, ("gone", 1): UNKNOWN}, {})],
+)
+def test_offset_commit_wire_unknown_partitions_answered_and_not_stored(
+    cluster, version, offsets, expected_codes, expected_stored
+):
     C = m.OffsetCommitRequest
     group = _name("g")
-
-    async def main():
-        async with KafkaClient([cluster.bootstrap_servers]) as client:
-            node = await _coordinator(client, group)
-            request = C(
-                group_id=group,
-                generation_id_or_member_epoch=-1,
-                member_id="",
-                topics=_topics(C.OffsetCommitRequestTopic, C.OffsetCommitRequestPartition, OFFSETS),
-            )
-            codes = await _send(client, node, request, version)
-            return codes, await _stored(client, node, group)
-
-    codes, stored = trio.run(main)
-    assert codes == {("two", 1): 0, ("two", 2): UNKNOWN, ("gone", 0): UNKNOWN}
-    assert stored == {("two", 1): 11}
-
-
-def test_offset_commit_wire_only_unknown_topics_store_nothing(cluster):
-    C = m.OffsetCommitRequest
-    group = _name("g")
-    offsets = {("gone", 0): 1, ("gone", 1): 2}
 
     async def main():
         async with KafkaClient([cluster.bootstrap_servers]) as client:
@@ -158,12 +146,12 @@ def test_offset_commit_wire_only_unknown_topics_store_nothing(cluster):
                 member_id="",
                 topics=_topics(C.OffsetCommitRequestTopic, C.OffsetCommitRequestPartition, offsets),
             )
-            codes = await _send(client, node, request, 9)
+            codes = await _send(client, node, request, version)
             return codes, await _stored(client, node, group)
 
     codes, stored = trio.run(main)
-    assert codes == {("gone", 0): UNKNOWN, ("gone", 1): UNKNOWN}
-    assert stored == {}
+    assert codes == expected_codes
+    assert stored == expected_stored
 
 
 def test_txn_offset_commit_wire_unknown_partitions_answered_and_not_stored(cluster):

@@ -105,6 +105,18 @@ def _produce_request(topic: str, records) -> m.ProduceRequest:
     )
 
 
+def _partition_answers(cluster, topic: str, records, versions: tuple[int, ...]) -> list:
+    """The partition answer of a produce of ``records`` at each of ``versions``."""
+
+    async def main():
+        with trio.fail_after(30):
+            conn = await BrokerConnection.connect("127.0.0.1", cluster.port)
+            async with conn:
+                return [await conn.request(_produce_request(topic, records), v) for v in versions]
+
+    return [r.responses[0].partition_responses[0] for r in trio.run(main)]
+
+
 def test_produce_response_names_bad_records_from_v8_only(cluster):
     topic = f"wire-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, config={"cleanup.policy": "compact"})
@@ -112,17 +124,7 @@ def test_produce_response_names_bad_records_from_v8_only(cluster):
     now_ms = int(time.time() * 1000)
     for i in range(6):
         builder.append(now_ms, key=None if i in (1, 4) else b"k", value=b"v")
-    batch = builder.build()
-
-    async def main():
-        with trio.fail_after(30):
-            conn = await BrokerConnection.connect("127.0.0.1", cluster.port)
-            async with conn:
-                v8 = await conn.request(_produce_request(topic, batch), 8)
-                v7 = await conn.request(_produce_request(topic, batch), 7)
-        return (r.responses[0].partition_responses[0] for r in (v8, v7))
-
-    v8, v7 = trio.run(main)
+    v8, v7 = _partition_answers(cluster, topic, builder.build(), (8, 7))
     assert v8.error_code == v7.error_code == ErrorCode.INVALID_RECORD
     assert [e.batch_index for e in v8.record_errors] == [1, 4]
     assert all(
@@ -144,13 +146,7 @@ def test_produce_response_names_records_with_timestamps_out_of_range(cluster):
     for i in range(4):
         builder.append(now_ms - (3_600_000 if i in (0, 2) else 0), key=b"k", value=b"v")
 
-    async def main():
-        with trio.fail_after(30):
-            conn = await BrokerConnection.connect("127.0.0.1", cluster.port)
-            async with conn:
-                return await conn.request(_produce_request(topic, builder.build()), 9)
-
-    part = trio.run(main).responses[0].partition_responses[0]
+    (part,) = _partition_answers(cluster, topic, builder.build(), (9,))
     assert part.error_code == ErrorCode.INVALID_TIMESTAMP
     assert part.error_message == "One or more records have been rejected due to invalid timestamp"
     assert [e.batch_index for e in part.record_errors] == [0, 2]
