@@ -113,6 +113,15 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 
 
+class LogCleaningError(LogError):
+    """Cleaning the log under ``key`` failed (``__cause__`` says why); Kafka marks such a log
+    uncleanable rather than retrying it forever."""
+
+    def __init__(self, key: Hashable, error: Exception) -> None:
+        super().__init__(f"cleaning {key} failed: {error}")
+        self.key = key
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """The broker-wide cleaner settings (Kafka's ``log.cleaner.*``).
@@ -393,7 +402,10 @@ class LogCleaner:
         if best is None:
             return None
         key, plog, _ = best
-        return key, self.clean(plog, now_ms, key=key)
+        try:
+            return key, self.clean(plog, now_ms, key=key)
+        except Exception as e:
+            raise LogCleaningError(key, e) from e
 
     def truncate_checkpoint(self, key: Hashable, offset: int) -> None:
         """The log was truncated to ``offset``: the checkpoint may not stay above it."""

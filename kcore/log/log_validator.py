@@ -12,7 +12,10 @@ with one ``pwritev``. The base offset and leader epoch are outside the CRC, so o
 
 Errors are :class:`~kcore.protocol.errors.KafkaError` with the code the produce response
 carries for the partition: CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-INVALID_TIMESTAMP.
+INVALID_TIMESTAMP. A batch refused for some of its records raises
+:class:`RecordValidationError`, which also names each bad record by its index in the batch:
+the producer fails those records with the error and the others with "a different record in
+the batch was invalid" (KIP-467).
 """
 
 from __future__ import annotations
@@ -88,6 +91,19 @@ def stamp_header(
     return header, append_time
 
 
+class RecordValidationError(KafkaError):
+    """A batch refused for the records in it (Kafka's ``RecordValidationException``):
+    ``record_errors`` holds each bad record's index in the batch and why, for the produce
+    response's ``RecordErrors`` (KIP-467, Produce v8+)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+    def __reduce__(self):
+        return type(self), (self.code, self.message, self.record_errors)
+
+
 class LogValidator:
     """The checks a leader applies to a batch, for one topic's configuration."""
 
@@ -119,46 +135,86 @@ class LogValidator:
             )
         if batch.is_transactional and not has_producer_id(batch.producer_id):
             raise KafkaError(ErrorCode.INVALID_RECORD, "transactional batch without producer id")
-        if not self.log_append_time and origin is AppendOrigin.CLIENT:
-            self._check_timestamps(batch, now_ms)
-        if (
+        check_timestamps = not self.log_append_time and origin is AppendOrigin.CLIENT
+        check_keys = (
             "compact" in config.cleanup_policy
             and not batch.is_control
-            and origin is not AppendOrigin.COORDINATOR
-        ):
             # The coordinators build their batches with a key on every record; decoding each
             # record again to check it was ~6% of an offset commit.
-            self._check_keys(batch)
+            and origin is not AppendOrigin.COORDINATOR
+        )
+        # The header answers for the timestamps unless one is out of range; only then, or on
+        # a compacted topic (which needs every key), are the records read.
+        if check_keys or (check_timestamps and not self._timestamps_in_range(batch, now_ms)):
+            self._check_records(batch, now_ms, check_keys, check_timestamps)
         target = self.target_codec
         if target is not None and batch.compression_type != target and not batch.is_control:
             return self._recompress(batch, target)
         return batch
 
-    def _check_timestamps(self, batch: RecordBatch, now_ms: int) -> None:
+    def _timestamps_in_range(self, batch: RecordBatch, now_ms: int) -> bool:
         """message.timestamp.before/after.max.ms, on the batch's first and largest timestamps
         (Kafka checks every record; a record between them cannot fall outside the window
         unless its own timestamp is below the first one)."""
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        for ts in (batch.base_timestamp, batch.max_timestamp):
-            if ts != NO_TIMESTAMP and (ts < now_ms - before or ts > now_ms + after):
-                raise KafkaError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"timestamp {ts} of a record batch for {self.name} is out of range "
-                    f"[{now_ms - before}, {now_ms + after}]",
-                )
+        low = now_ms - self.config.message_timestamp_before_max_ms
+        high = now_ms + self.config.message_timestamp_after_max_ms
+        return all(
+            ts == NO_TIMESTAMP or low <= ts <= high
+            for ts in (batch.base_timestamp, batch.max_timestamp)
+        )
 
-    def _check_keys(self, batch: RecordBatch) -> None:
-        """The one check that reads records: the cleaner needs a key on each."""
+    def _check_records(
+        self, batch: RecordBatch, now_ms: int, check_keys: bool, check_timestamps: bool
+    ) -> None:
+        """Kafka's per-record validation: at most one error per record, a missing key on a
+        compacted topic before a timestamp out of range; any error refuses the whole batch
+        with every record's error listed (KIP-467)."""
+        low = now_ms - self.config.message_timestamp_before_max_ms
+        high = now_ms + self.config.message_timestamp_after_max_ms
+        errors: list[tuple[int, str]] = []
+        bad_timestamp = False
         try:
-            missing = any(r.key is None for r in batch.records())
+            for index, r in enumerate(batch.records()):
+                if check_keys and r.key is None:
+                    errors.append(
+                        (
+                            index,
+                            "Compacted topic cannot accept message without key in topic "
+                            f"partition {self.name}",
+                        )
+                    )
+                elif (
+                    check_timestamps
+                    and r.timestamp != NO_TIMESTAMP
+                    and not low <= r.timestamp <= high
+                ):
+                    bad_timestamp = True
+                    errors.append(
+                        (
+                            index,
+                            f"Timestamp {r.timestamp} of message with offset {r.offset} is out "
+                            f"of range. The timestamp should be within [{low}, {high}]",
+                        )
+                    )
         except (CorruptRecordError, CompressionError) as e:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
-        if missing:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD,
-                f"compacted topic {self.name} cannot accept a record without a key",
+        if not errors:
+            return
+        if bad_timestamp:
+            raise RecordValidationError(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+                errors,
             )
+        shown = ", ".join(
+            f"RecordError(batchIndex={i}, message='{text}')" for i, text in errors[:3]
+        )
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )
 
     def _recompress(self, batch: RecordBatch, codec: CompressionType) -> RecordBatch:
         """Rewrite a batch in the topic's ``compression.type``."""

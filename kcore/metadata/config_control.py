@@ -7,8 +7,11 @@ Resources and their rules:
   overrides must pass :func:`kcore.log.config.validate` as a whole.
 * BROKER (4): name ``""`` is the cluster-wide default, a number is one broker (registered, or
   this controller). Keys must be dynamic broker configs kcore knows: the ``log.*`` (and other)
-  broker synonyms of topic configs, which supply topic defaults, and the few thread-pool,
-  connection and throttle settings in :data:`BROKER_DYNAMIC_CONFIGS`.
+  broker synonyms of topic configs, which supply topic defaults, the few thread-pool,
+  connection and throttle settings in :data:`BROKER_DYNAMIC_CONFIGS`, and the rest of Kafka's
+  dynamic broker configs, stored only (:data:`BROKER_STORED_ONLY_CONFIGS`; the listener, SSL
+  and SASL ones for one broker only, and never the SSL keystore/truststore keys without a
+  listener prefix, as Kafka).
 * Any other type needs a validator registered by the module that owns it
   (``QuorumController.register_config_validator``; cluster mirroring registers CLUSTER_MIRROR,
   64). Without one: INVALID_REQUEST "Unsupported resource type.".
@@ -40,6 +43,9 @@ from kcore.protocol.messages import Message
 
 __all__ = [
     "BROKER_DYNAMIC_CONFIGS",
+    "BROKER_STORED_ONLY_CONFIGS",
+    "dynamic_broker_config_type",
+    "is_dynamic_broker_config",
     "ConfigOp",
     "ConfigValidator",
     "alter_configs",
@@ -79,6 +85,86 @@ BROKER_DYNAMIC_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
     "mirror.replication.throttled.rate": (ConfigType.LONG, 0),  # spec M-95
 }
 
+# Kafka's other dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs: the listener,
+# SSL and SASL settings, the cleaner's buffers, metric reporters, connection limits, producer
+# state and remote storage) that kcore accepts and stores, as Kafka does, but does not act on:
+# kcore has no TLS, SASL, metric reporters or tiered storage, and sizes its own cleaner and
+# connection handling. docs/configuration.md lists them as stored only. name -> (type, min).
+BROKER_STORED_ONLY_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
+    **dict.fromkeys(
+        (
+            "advertised.listeners",
+            "listeners",
+            "listener.security.protocol.map",
+            "principal.builder.class",
+            "ssl.protocol",
+            "ssl.provider",
+            "ssl.cipher.suites",
+            "ssl.enabled.protocols",
+            "ssl.keymanager.algorithm",
+            "ssl.trustmanager.algorithm",
+            "ssl.endpoint.identification.algorithm",
+            "ssl.secure.random.implementation",
+            "ssl.client.auth",
+            "ssl.engine.factory.class",
+            "sasl.mechanism.inter.broker.protocol",
+            "sasl.jaas.config",
+            "sasl.enabled.mechanisms",
+            "sasl.kerberos.service.name",
+            "sasl.kerberos.kinit.cmd",
+            "sasl.kerberos.principal.to.local.rules",
+            "metric.reporters",
+            "max.connections.per.ip.overrides",
+        ),
+        (ConfigType.STRING, None),
+    ),
+    "sasl.kerberos.ticket.renew.window.factor": (ConfigType.DOUBLE, None),
+    "sasl.kerberos.ticket.renew.jitter": (ConfigType.DOUBLE, None),
+    "sasl.kerberos.min.time.before.relogin": (ConfigType.LONG, None),
+    "sasl.login.refresh.window.factor": (ConfigType.DOUBLE, None),
+    "sasl.login.refresh.window.jitter": (ConfigType.DOUBLE, None),
+    "sasl.login.refresh.min.period.seconds": (ConfigType.SHORT, None),
+    "sasl.login.refresh.buffer.seconds": (ConfigType.SHORT, None),
+    "log.cleaner.dedupe.buffer.size": (ConfigType.LONG, None),
+    "log.cleaner.io.buffer.load.factor": (ConfigType.DOUBLE, None),
+    "log.cleaner.io.buffer.size": (ConfigType.INT, 0),
+    "producer.id.expiration.ms": (ConfigType.INT, 1),
+    "transaction.partition.verification.enable": (ConfigType.BOOLEAN, None),
+    "remote.log.index.file.cache.total.size.bytes": (ConfigType.LONG, 1),
+    "remote.fetch.max.wait.ms": (ConfigType.INT, 1),
+    "remote.log.manager.copy.max.bytes.per.second": (ConfigType.LONG, 1),
+    "remote.log.manager.fetch.max.bytes.per.second": (ConfigType.LONG, 1),
+    "remote.list.offsets.request.timeout.ms": (ConfigType.LONG, 1),
+}
+
+# Kafka's PerBrokerConfigs: the listener, SSL and SASL settings may only be set for one broker
+# (a BROKER resource named by its id), not as the cluster-wide default.
+_PER_BROKER_ONLY = frozenset(
+    k
+    for k in BROKER_STORED_ONLY_CONFIGS
+    if k.split(".")[0] in ("ssl", "sasl") or "listener" in k or k == "principal.builder.class"
+)
+
+# SslConfigs.RECONFIGURABLE_CONFIGS: Kafka takes these only with a listener prefix
+# (listener.name.<listener>.ssl.keystore.location), which kcore does not accept.
+_LISTENER_PREFIX_ONLY = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    }
+)
+
+# Kafka's PASSWORD-typed dynamic keys: stored, never shown by DescribeConfigs.
+_PASSWORDS = frozenset({"sasl.jaas.config", "ssl.keystore.password", "ssl.key.password"})
+
 # Broker synonyms of topic configs (log.retention.ms -> retention.ms ...).
 _SYNONYMS = {s.name: (key, s) for key in TOPIC_CONFIGS.values() for s in key.synonyms}
 
@@ -91,9 +177,27 @@ def _key_type(resource_type: int, key: str) -> ConfigType | None:
         if key in _SYNONYMS:
             topic_key, synonym = _SYNONYMS[key]
             return topic_key.type if synonym.factor == 1 else ConfigType.INT
-        entry = BROKER_DYNAMIC_CONFIGS.get(key)
+        entry = _broker_dynamic(key)
         return None if entry is None else entry[0]
     return None
+
+
+def _broker_dynamic(key: str) -> tuple[ConfigType, float | None] | None:
+    return BROKER_DYNAMIC_CONFIGS.get(key) or BROKER_STORED_ONLY_CONFIGS.get(key)
+
+
+def is_dynamic_broker_config(key: str) -> bool:
+    """Whether AlterConfigs on a BROKER resource accepts ``key`` (DescribeConfigs' read-only
+    flag is its negation)."""
+    return key in _SYNONYMS or _broker_dynamic(key) is not None
+
+
+def dynamic_broker_config_type(key: str) -> ConfigType:
+    """The type of a dynamic broker config (PASSWORD for Kafka's password keys)."""
+    if key in _PASSWORDS:
+        return ConfigType.PASSWORD
+    found = _key_type(ConfigResourceType.BROKER, key)
+    return ConfigType.STRING if found is None else found
 
 
 def _check_broker_value(key: str, text: str) -> None:
@@ -101,11 +205,24 @@ def _check_broker_value(key: str, text: str) -> None:
         topic_key, synonym = _SYNONYMS[key]
         log_config.parse_broker_synonym(topic_key, synonym, text)
         return
-    entry = BROKER_DYNAMIC_CONFIGS.get(key)
+    if key in _LISTENER_PREFIX_ONLY:
+        raise InvalidConfigError(
+            key,
+            "These security configs can be dynamically updated only per-listener using the "
+            f"listener prefix: {key}",
+        )
+    entry = _broker_dynamic(key)
     if entry is None:
         raise InvalidConfigError(key, f"Unknown or non-dynamic broker configuration {key}")
     type_, low = entry
-    value = log_config.parse_text(key, text, type_)
+    if type_ is ConfigType.SHORT:  # parse_text knows INT and LONG; a SHORT is a small INT
+        value = log_config.parse_text(key, text, ConfigType.INT)
+        if not -(2**15) <= value < 2**15:
+            raise InvalidConfigError(
+                key, f"Invalid value {text} for configuration {key}: Not a number of type SHORT"
+            )
+    else:
+        value = log_config.parse_text(key, text, type_)
     if low is not None and value < low:
         raise InvalidConfigError(
             key, f"Invalid value {text} for configuration {key}: Value must be at least {low}"
@@ -158,7 +275,13 @@ def _validate(
             for key in sorted(touched):
                 if key in new:
                     _check_broker_value(key, new[key])
-                elif key not in _SYNONYMS and key not in BROKER_DYNAMIC_CONFIGS:
+                    if name == "" and key in _PER_BROKER_ONLY:
+                        raise InvalidConfigError(
+                            key,
+                            "Cannot update these configs at default cluster level, broker id "
+                            f"must be specified: {key}",
+                        )
+                elif key not in _SYNONYMS and _broker_dynamic(key) is None:
                     _check_broker_value(key, "")  # unknown key: refused even for DELETE
         else:
             ctx.config_validators[rtype](name, new, touched, ctx)

@@ -18,7 +18,7 @@ Theory of operation
    client APIs and controller listeners the Raft and controller APIs;
 5. the **broker lifecycle**: registration with the controller, then heartbeats every
    ``broker.heartbeat.interval.ms``; the broker is ready once the controller unfences it;
-6. the **maintenance** task (log flush, retention, checkpoints every second).
+6. the **maintenance** task (log flush, retention, the log cleaner, checkpoints).
 
 Shutdown (:meth:`KafkaBroker.request_stop`: SIGTERM/SIGINT in ``kcore server``) stops accepting,
 lets in-flight requests finish under a deadline, resigns Raft leadership, and closes every log
@@ -133,6 +133,12 @@ class KafkaBroker:
             self._topic_config,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            # As Kafka, log.cleaner.threads=0 starts no cleaner thread: nothing is compacted.
+            cleaner_backoff_ms=(
+                config.log_cleaner_backoff_ms
+                if config.log_cleaner_enable and config.log_cleaner_threads > 0
+                else None
+            ),
         )
         self.replica_manager = ReplicaManager(
             self.node_id,
@@ -232,10 +238,28 @@ class KafkaBroker:
     def _topic_config(self, topic: str) -> LogConfig:
         cached = self._topic_configs.get(topic)
         if cached is None:
-            overrides = dict(self.metadata_image.configs.topic(topic))
-            cached = LogConfig.from_layers(overrides, self.config.raw)
+            configs = self.metadata_image.configs
+            overrides = dict(configs.topic(topic))
+            # Kafka's order: topic override, this broker's dynamic config, the cluster-wide
+            # dynamic default, server.properties (AlterConfigs on BROKER takes effect here).
+            cached = LogConfig.from_layers(
+                overrides,
+                self.config.raw,
+                dynamic_broker_config=configs.broker(self.node_id),
+                dynamic_default_broker_config=configs.cluster_defaults(),
+            )
             self._topic_configs[topic] = cached
         return cached
+
+    def dynamic_value(self, key: str) -> Any:
+        """A broker config honoured at run time: this broker's dynamic value, else the
+        cluster-wide dynamic default, else ``server.properties`` (Kafka's precedence)."""
+        configs = self.metadata_image.configs
+        for layer in (configs.broker(self.node_id), configs.cluster_defaults()):
+            text = layer.get(key)
+            if text is not None:
+                return BrokerConfig({key: text}).value(key)
+        return self.config.value(key)
 
     async def controller_call(self, operation: Callable[[QuorumController, int], Any]) -> Any:
         """Run a controller operation and return its response once committed.

@@ -357,7 +357,7 @@ class TransactionCoordinatorService(CoordinatorShell):
         when the transaction coordinator cannot answer now. Off (always NONE) with
         ``transaction.partition.verification.enable=false``.
         """
-        if not self.broker.config.value("transaction.partition.verification.enable"):
+        if not self.broker.dynamic_value("transaction.partition.verification.enable"):
             return ErrorCode.NONE
         tp = (CONSUMER_OFFSETS, self.broker.internal_topics.partition_for(GROUP, request.group_id))
         codes = await self.verify_partitions(

@@ -483,3 +483,92 @@ def test_log_manager_maintenance_period_is_the_shortest_period_maintain_serves(t
     assert manager.maintenance_period_ms() == 60_000  # Kafka's file.delete.delay.ms, 60 s
     manager.get_or_create_log("fast", 0, uuid.uuid4(), T0)
     assert manager.maintenance_period_ms() == 250
+
+
+# -- the log cleaner -------------------------------------------------------------------------
+
+
+def _compacted(**overrides) -> LogConfig:
+    return small_segments(
+        **{
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": 0.01,
+            "file.delete.delay.ms": 60_000,
+            **overrides,
+        }
+    )
+
+
+def _keys(plog) -> list[bytes]:
+    return [r.key for b in all_batches(plog) for r in b.records()]
+
+
+def test_log_manager_cleaner_compacts_a_due_log_and_then_backs_off(tmp_path):
+    manager = formatted(tmp_path, _compacted(), cleaner_backoff_ms=15_000)
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 10)  # keys k0, k1 ten times over, in several segments
+    plog.update_high_watermark(plog.log_end_offset)
+    assert manager.maintenance_period_ms() == 15_000
+
+    manager.tick(T0)
+    dirty = manager.cleaner.checkpoints[("t", 0)]
+    assert dirty == plog.active_segment.base_offset  # cleaned up to the active segment
+    assert _keys(plog).count(b"k0") < 10
+    fill(plog, 10)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.tick(T0 + 1)  # the last round cleaned: the cleaner looks again at once
+    manager.tick(T0 + 2)  # nothing was due at T0 + 1: the cleaner waits for its backoff
+    before = manager.cleaner.checkpoints[("t", 0)]
+    fill(plog, 10)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.tick(T0 + 14_000)
+    assert manager.cleaner.checkpoints[("t", 0)] == before
+    manager.tick(T0 + 16_000)
+    assert manager.cleaner.checkpoints[("t", 0)] > before
+
+
+def test_log_manager_cleaner_checkpoint_survives_a_restart(tmp_path):
+    manager = formatted(tmp_path, _compacted(), cleaner_backoff_ms=1000)
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 10)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.tick(T0)
+    dirty = manager.cleaner.checkpoints[("t", 0)]
+    assert dirty > 0
+    manager.shutdown()
+    logs = tmp_path / "logs"
+    assert OffsetCheckpointFile(logs / "cleaner-offset-checkpoint").read() == {("t", 0): dirty}
+    again = restart(tmp_path, _compacted(), cleaner_backoff_ms=1000)
+    assert again.cleaner.checkpoints == {("t", 0): dirty}
+
+
+def test_log_manager_without_cleaner_leaves_compacted_logs_alone(tmp_path):
+    manager = formatted(tmp_path, _compacted())
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 10)
+    plog.update_high_watermark(plog.log_end_offset)
+    manager.tick(T0 + 3_600_000)
+    assert _keys(plog).count(b"k0") == 10
+
+
+def test_log_manager_cleaner_marks_a_failing_log_uncleanable(tmp_path, monkeypatch, caplog):
+    manager = formatted(tmp_path, _compacted(), cleaner_backoff_ms=1000)
+    manager.startup(T0)
+    plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
+    fill(plog, 10)
+    plog.update_high_watermark(plog.log_end_offset)
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise LogError("unreadable segment")
+
+    monkeypatch.setattr(manager.cleaner, "clean", broken)
+    manager.tick(T0)
+    manager.tick(T0 + 5_000)
+    assert len(calls) == 1  # not tried again
+    assert "uncleanable" in caplog.text
+    assert _keys(plog).count(b"k0") == 10  # the data is untouched and readable

@@ -174,6 +174,7 @@ def test_txn_offset_commit_pending_then_committed_or_aborted_and_kept_across_a_r
     cluster = EmbeddedCluster(config=CONFIG, data_dir=tmp_path)
     cluster.start()
     try:
+        cluster.create_topic(TOPIC, partitions=3)  # offsets of unknown topics are refused
 
         async def before_restart() -> int:
             broker = cluster.broker
@@ -250,6 +251,7 @@ def test_txn_offset_commit_through_the_transaction_coordinator():
             EmbeddedCluster(config=CONFIG) as cluster,
             KafkaClient([cluster.bootstrap_servers]) as client,
         ):
+            await cluster.acreate_topic(TOPIC, partitions=3)
             txn_node = await _coordinator(client, tid, key_type=1)
             group_node = await _coordinator(client, group)
             init = await _retrying(

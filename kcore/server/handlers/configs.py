@@ -2,7 +2,8 @@
 
 Topic configs are described from the metadata image's overrides resolved against this broker's
 ``log.*`` settings (``kcore.log.config.describe``: sources and synonyms as Kafka reports them);
-broker configs from this node's configuration. Changes go to the controller, which validates
+broker configs from this node's configuration overlaid with the dynamic ones in the metadata
+image (this broker's, then the cluster-wide default), each with its source. Changes go to the controller, which validates
 every key against the same tables.
 
 Authorization (with an authorizer, as Kafka's ``ConfigHelper`` and ``ControllerApis``): reading
@@ -17,6 +18,7 @@ from __future__ import annotations
 from kcore.log.config import ConfigSource, ConfigType, describe
 from kcore.metadata import mirror_configs
 from kcore.metadata.acls import AclOperation, ResourceType
+from kcore.metadata.config_control import dynamic_broker_config_type, is_dynamic_broker_config
 from kcore.metadata.mirrors import mirrors_image
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
@@ -31,6 +33,7 @@ CLIENT_METRICS = 16
 GROUP = 32
 CLUSTER_MIRROR = 64
 Resp = m.DescribeConfigsResponse
+PASSWORD = ConfigType.PASSWORD
 
 
 def config_resource_allowed(ctx, operation: AclOperation, rtype: int, name: str) -> ErrorCode:
@@ -123,27 +126,50 @@ def _broker_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeCon
         return result
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     config = broker.config
-    for name, key in BROKER_CONFIGS.items():
+    image_configs = broker.metadata_image.configs
+    # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
+    # server.properties, the default (DynamicBrokerConfig's class comment).
+    dynamic_layers = (
+        (image_configs.broker(broker.node_id), ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (image_configs.cluster_defaults(), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    )
+    names = list(BROKER_CONFIGS)
+    for layer, _ in dynamic_layers:
+        names += sorted(k for k in layer if k not in BROKER_CONFIGS and k not in names)
+    for name in names:
         if wanted is not None and name not in wanted:
             continue
+        key = BROKER_CONFIGS.get(name)
         explicit = name in config.explicit
-        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        static_source = (
+            ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        )
+        static_value = config.effective.get(name) if key is not None else None
+        layers = [(layer[name], src) for layer, src in dynamic_layers if name in layer]
+        if key is not None:
+            layers.append((static_value, static_source))
+        value, source = layers[0]
+        config_type = key.type if key is not None else dynamic_broker_config_type(name)
         result.configs.append(
             Resp.DescribeConfigsResourceResult(
                 name=name,
-                value=config.effective.get(name),
-                read_only=True,
+                value=None if config_type == PASSWORD else value,
+                read_only=not is_dynamic_broker_config(name),
                 config_source=int(source),
-                is_default=not explicit,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                is_sensitive=config_type == PASSWORD,
                 synonyms=[
                     Resp.DescribeConfigsSynonym(
-                        name=name, value=config.effective.get(name), source=int(source)
+                        name=name, value=None if config_type == PASSWORD else v, source=int(src)
                     )
+                    for v, src in layers
                 ]
                 if body.include_synonyms
                 else [],
-                config_type=int(key.type),
-                documentation=key.doc if body.include_documentation else None,
+                config_type=int(config_type),
+                documentation=(key.doc if key is not None else None)
+                if body.include_documentation
+                else None,
             )
         )
     return result

@@ -22,6 +22,10 @@ request; what is refused is neither read nor written:
   each topic (its partitions TOPIC_AUTHORIZATION_FAILED; the others are committed).
 * TxnOffsetCommit: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ
   on the group, READ on each topic.
+
+After authorization, both commits answer UNKNOWN_TOPIC_OR_PARTITION, and store nothing, for a
+topic not in the metadata image or a partition index beyond its partitions (every version, as
+Kafka's ``KafkaApis``); the rest of the request is committed.
 * OffsetFetch: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED: top-level before v8, per
   group from v8); DESCRIBE on each topic: a named topic's partitions answer
   TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves the others out.
@@ -43,6 +47,7 @@ READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def _split_topics(ctx, operation: AclOperation, topics):
@@ -90,13 +95,16 @@ def register(registry: HandlerRegistry) -> None:
         if not authz.allowed(ctx, READ, GROUP, body.group_id):
             return _offset_commit_refused(body.topics, GROUP_DENIED)
         allowed, refused = _split_topics(ctx, READ, body.topics)
-        if refused and not allowed:
-            return _offset_commit_refused(refused, TOPIC_DENIED)
-        request = authz.replace(body, topics=allowed) if refused else body
+        known, unknown = _split_unknown(ctx, allowed)
+        failed = _offset_commit_refused(refused, TOPIC_DENIED).topics
+        failed += _offset_commit_refused(unknown, UNKNOWN).topics
+        if not known:  # as Kafka: the coordinator is not asked, the group not checked
+            return m.OffsetCommitResponse(topics=failed)
+        request = authz.replace(body, topics=known) if known != body.topics else body
         svc = ctx.server.group_coordinator
         version = ctx.version
         response = await svc.call(lambda now: svc.core.commit_offsets(request, version, now))
-        response.topics.extend(_offset_commit_refused(refused, TOPIC_DENIED).topics)
+        response.topics = _merged(response.topics + failed)
         return response
 
     @registry.register(28, 0, 5)
@@ -108,10 +116,12 @@ def register(registry: HandlerRegistry) -> None:
         if not authz.allowed(ctx, READ, GROUP, body.group_id):
             return _txn_offset_commit_error(body, GROUP_DENIED)
         allowed, refused = _split_topics(ctx, READ, body.topics)
-        denied = _txn_offset_commit_error(authz.replace(body, topics=refused), TOPIC_DENIED)
-        if refused and not allowed:
-            return denied
-        request = authz.replace(body, topics=allowed) if refused else body
+        known, unknown = _split_unknown(ctx, allowed)
+        failed = _txn_offset_commit_error(authz.replace(body, topics=refused), TOPIC_DENIED).topics
+        failed += _txn_offset_commit_error(authz.replace(body, topics=unknown), UNKNOWN).topics
+        if not known:
+            return m.TxnOffsetCommitResponse(topics=failed)
+        request = authz.replace(body, topics=known) if known != body.topics else body
         svc = ctx.server.group_coordinator
         version = ctx.version
         verify = svc.verify_txn_offset_commit
@@ -119,10 +129,10 @@ def register(registry: HandlerRegistry) -> None:
             error = await verify(request, version)
             if error:
                 response = _txn_offset_commit_error(request, error)
-                response.topics.extend(denied.topics)
+                response.topics = _merged(response.topics + failed)
                 return response
         response = await svc.call(lambda now: svc.core.txn_commit_offsets(request, version, now))
-        response.topics.extend(denied.topics)
+        response.topics = _merged(response.topics + failed)
         return response
 
     @registry.register(9, 1, 9)
@@ -238,6 +248,40 @@ def _every_partition(topics, code, Topic, Partition, *, topic_id: bool = False) 
         )
         for t in topics
     ]
+
+
+def _split_unknown(ctx, topics) -> tuple[list, list]:
+    """(what exists, what does not) among a commit's ``topics``, by this broker's metadata
+    image, as Kafka's ``handleOffsetCommitRequest``: a topic it does not hold, or a partition
+    index beyond the topic's partitions, is answered UNKNOWN_TOPIC_OR_PARTITION and never
+    stored, so a typo cannot leave committed offsets no consumer will ever read."""
+    by_name = ctx.server.metadata_image.topics.by_name
+    known, unknown = [], []
+    for t in topics:
+        image = by_name.get(t.name)
+        if image is None:
+            unknown.append(t)
+            continue
+        good = [p for p in t.partitions if p.partition_index in image.partitions]
+        if len(good) == len(t.partitions):
+            known.append(t)
+            continue
+        bad = [p for p in t.partitions if p.partition_index not in image.partitions]
+        unknown.append(authz.replace(t, partitions=bad))
+        if good:
+            known.append(authz.replace(t, partitions=good))
+    return known, unknown
+
+
+def _merged(topics: list) -> list:
+    """One response topic per name, as Kafka's response builders: a topic whose partitions
+    were answered in parts (some committed, some unknown) is listed once."""
+    by_name: dict[str, object] = {}
+    for t in topics:
+        first = by_name.setdefault(t.name, t)
+        if first is not t:
+            first.partitions = first.partitions + t.partitions
+    return list(by_name.values())
 
 
 def _txn_offset_commit_error(body: m.TxnOffsetCommitRequest, error) -> m.TxnOffsetCommitResponse:

@@ -33,6 +33,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from kcore.log.log_validator import RecordValidationError
 from kcore.log.producer_state import AppendOrigin
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
@@ -231,6 +232,11 @@ def _fail(broker, topic: str, index: int, entry, error: KafkaError) -> None:
     entry.error_code = int(error.code)
     entry.error_message = error.message
     entry.base_offset = -1
+    if isinstance(error, RecordValidationError):  # v0-7 have no RecordErrors: not encoded
+        entry.record_errors = [
+            Resp.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
+            for i, text in error.record_errors
+        ]
     if error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
         _current_leader(broker, topic, index, entry)
 
@@ -286,7 +292,7 @@ async def _verify(
             verification.failure = error
         return verifying
     # Read per request: a config whose value changes at run time would take effect at once.
-    if not broker.config.value("transaction.partition.verification.enable"):
+    if not broker.dynamic_value("transaction.partition.verification.enable"):
         return {}
     ((producer_id, producer_epoch),) = producers
     replicas = broker.replica_manager
