@@ -28,6 +28,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "list and describe transactions, find and abort hanging ones",
     ),
+    "cluster-mirrors": (
+        "cluster_mirrors",
+        "main",
+        "create cluster mirrors and manage mirror topics (kafka-cluster-mirrors.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }
@@ -38,8 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, _, help_text) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
         mod = importlib.import_module(f"kcore.commands.{module}")
+        # A tool that prints Kafka's own --help text (joptsimple's layout) declares ADD_HELP.
+        add_help = getattr(mod, "ADD_HELP", True)
+        command = sub.add_parser(name, help=help_text, description=help_text, add_help=add_help)
         if hasattr(mod, "add_arguments") and module != "info":
             mod.add_arguments(command)
     return parser

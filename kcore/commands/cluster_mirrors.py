@@ -1,0 +1,390 @@
+"""``kcore cluster-mirrors``: create cluster mirrors and manage mirror topics
+(``kafka-cluster-mirrors.sh``, spec §11.2, M-101…M-105).
+
+The flags, the ``--help`` text, the one-line action outputs and the ``--list`` / ``--describe``
+tables are the proposal's, to the character, because operators' scripts parse them::
+
+    kcore cluster-mirrors --bootstrap-server :9094 --create --mirror my-mirror \\
+        --mirror-config /tmp/mirror.properties
+    Created mirror my-mirror
+    kcore cluster-mirrors --bootstrap-server :9094 --start --topics 'orders-.*' \\
+        --exclude orders-internal --mirror my-mirror
+    Started 2 mirror topic(s) in mirror my-mirror: [orders-us, orders-eu]
+
+Options are parsed as joptsimple parses Kafka's: a unique prefix of an option works (``--topic``
+for ``--topics``, as the spec's disaster-recovery walkthrough writes it).
+
+How ``--topics`` is sent (decision D-27): for ``--start`` every entry is an include pattern
+(``mirror.topics.include``) and the entries that are plain topic names are also named topics,
+so a name the source does not have gets its own error; ``--exclude`` entries are exclude
+patterns. For ``--stop`` every entry is a stop pattern (M-53: it moves from the include list to
+the exclude list) and plain names are also named topics. ``--pause`` and ``--resume`` have no
+patterns on the wire: the entries are matched here (``re.fullmatch``, D-20) against the mirror's
+topics, taken from DescribeClusterMirrors.
+
+Beyond the proposal: ``--json`` also applies to ``--list``; ``--describe`` with ``--json``
+includes the per-partition LME, source LSO, last fetch age, retry count and FAILED reason.
+
+Exit status: 0 on success, 1 when the cluster refused (the error is printed on stderr, one line
+per refused topic), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from kcore import __version__
+from kcore.client.cluster import KafkaClient
+from kcore.commands._common import Refused, error_text, run_command
+from kcore.metadata.topic_names import validate_topic_name
+from kcore.properties import load_properties
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+
+ADD_HELP = False  # the proposal's own --help text, not argparse's
+
+HELP = """\
+Create cluster mirrors and manage mirror topics.
+Option                                  Description
+------                                  -----------
+--bootstrap-server <String: server to   REQUIRED: The destination Kafka server
+  connect to>                             to connect to.
+--command-config <String: command       Property file containing configs to be
+  config property file>                   passed to Admin Client.
+--create                                Create a new cluster mirror from a
+                                          source cluster.
+--delete                                Delete a cluster mirror.
+--describe                              Describe a cluster mirror including
+                                          partition lag and state.
+--exclude <String: exclude patterns>    Comma-separated list of topic names or
+                                          regex patterns to exclude from
+                                          mirroring. Only valid with --start.
+--help                                  Print usage information.
+--json                                  Output description in JSON format
+--list                                  List all cluster mirrors.
+--mirror <String: mirror>               The name of the cluster mirror.
+--mirror-config <String: mirror config  Property file containing source
+  property file>                          cluster configs for mirroring.
+--pause                                 Pause mirroring for topics matching
+                                          the given patterns.
+--resume                                Resume mirroring for previously paused
+                                          topics matching the given patterns.
+--start                                 Start mirroring topics matching the
+                                          given patterns.
+--stop                                  Stop mirroring topics matching the
+                                          given patterns.
+--topics <String: topics>               Comma-separated list of topic names or
+                                          regex patterns (e.g., 'my-topic,
+                                          orders-.*,payments').
+--version                               Display Kafka version.
+"""
+
+ACTIONS = ("create", "start", "stop", "pause", "resume", "delete", "list", "describe")
+
+# --command-config keys kcore's admin client honours; anything else is refused rather than
+# ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
+COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
+DEFAULT_TIMEOUT_MS = 30_000
+
+ACTION_LINES = {
+    "start": "Started {n} mirror topic(s) in mirror {mirror}: [{topics}]",
+    "stop": "Stopped mirroring for {n} topic(s) in mirror {mirror}: [{topics}]",
+    "pause": "Paused mirroring for {n} topic(s) in mirror {mirror}: [{topics}]",
+    "resume": "Resumed mirroring for {n} topic(s) in mirror {mirror}: [{topics}]",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The proposal's options. ``parser`` must be made with ``add_help=False`` (ADD_HELP)."""
+    parser.allow_abbrev = True
+    parser.add_argument("--bootstrap-server")
+    parser.add_argument("--command-config")
+    for action in ACTIONS:
+        parser.add_argument(f"--{action}", action="store_true")
+    parser.add_argument("--exclude")
+    parser.add_argument("--help", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--mirror")
+    parser.add_argument("--mirror-config")
+    parser.add_argument("--topics")
+    parser.add_argument("--version", action="store_true")
+
+
+def _usage(args: argparse.Namespace) -> str | None:
+    actions = [a for a in ACTIONS if getattr(args, a)]
+    if len(actions) != 1:
+        return "exactly one of --" + ", --".join(ACTIONS) + " is required"
+    action = actions[0]
+    if not args.bootstrap_server:
+        return "--bootstrap-server is required"
+    if action in ("create", "start", "stop", "pause", "resume", "delete") and not args.mirror:
+        return f"--{action} requires --mirror"
+    if action == "create" and not args.mirror_config:
+        return "--create requires --mirror-config"
+    if action in ("start", "stop", "pause", "resume") and not args.topics:
+        return f"--{action} requires --topics"
+    if args.exclude and action != "start":
+        return "--exclude is only valid with --start"
+    if args.mirror_config and action != "create":
+        return "--mirror-config is only valid with --create"
+    if args.json and action not in ("list", "describe"):
+        return "--json is only valid with --list and --describe"
+    if args.topics and action not in ("start", "stop", "pause", "resume"):
+        return f"--topics is not valid with --{action}"
+    for flag, value in (("--topics", args.topics), ("--exclude", args.exclude)):
+        for entry in _entries(value):
+            try:
+                re.compile(entry)
+            except re.error as e:
+                return f"{flag}: {entry!r} is not a valid regular expression: {e}"
+    args.action = action
+    return None
+
+
+def _entries(value: str | None) -> list[str]:
+    return [e.strip() for e in (value or "").split(",") if e.strip()]
+
+
+def _names(entries: list[str]) -> list[str]:
+    """The entries that are plain topic names (also sent as named topics, see above)."""
+    names = []
+    for e in entries:
+        try:
+            validate_topic_name(e)
+        except KafkaError:
+            continue
+        names.append(e)
+    return names
+
+
+def _command_config(path: str | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    props = load_properties(path)
+    if props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+        raise Refused(
+            f"security.protocol={props['security.protocol']} is not supported by kcore's admin "
+            "client (PLAINTEXT only)"
+        )
+    props.pop("security.protocol", None)
+    unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
+    if unknown:
+        raise Refused(
+            f"--command-config: kcore's admin client does not support {', '.join(unknown)}"
+        )
+    return props
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.help:
+        sys.stdout.write(HELP)
+        return 0
+    if args.version:
+        print(__version__)
+        return 0
+    try:
+        props = _command_config(args.command_config)
+    except (Refused, OSError, ValueError) as e:
+        print(f"kcore cluster-mirrors: {e}", file=sys.stderr)
+        return 1
+    args.timeout = int(props.get("default.api.timeout.ms", props.get("request.timeout.ms", 0)))
+    args.timeout = args.timeout or DEFAULT_TIMEOUT_MS
+    return run_command("cluster-mirrors", args, _usage, _run)
+
+
+async def _run(client: KafkaClient, args: argparse.Namespace) -> int:
+    return await globals()[f"_{args.action}"](client, args)
+
+
+async def _request(client: KafkaClient, request: Any) -> Any:
+    """Send an admin request to any broker (brokers forward to the controller); a top-level
+    error becomes :class:`Refused` with Kafka's error name and message."""
+    response = await client.request("any", request)
+    if response.error_code:
+        raise Refused(f"Error: {error_text(response.error_code, response.error_message)}")
+    return response
+
+
+# -- the actions ---------------------------------------------------------------------------
+
+
+async def _create(client: KafkaClient, args) -> int:
+    try:
+        configs = load_properties(args.mirror_config)
+    except (OSError, ValueError) as e:
+        raise Refused(f"Error: cannot read --mirror-config {args.mirror_config}: {e}") from None
+    C = m.CreateClusterMirrorRequest
+    await _request(
+        client,
+        C(
+            mirror_name=args.mirror,
+            config=[C.ClusterMirrorConfig(name=k, value=v) for k, v in configs.items()],
+        ),
+    )
+    print(f"Created mirror {args.mirror}")
+    return 0
+
+
+async def _delete(client: KafkaClient, args) -> int:
+    await _request(client, m.DeleteClusterMirrorRequest(mirror_name=args.mirror))
+    print(f"Deleted mirror {args.mirror}")
+    return 0
+
+
+async def _start(client: KafkaClient, args) -> int:
+    entries = _entries(args.topics)
+    S = m.StartMirrorTopicsRequest
+    request = S(
+        mirror_name=args.mirror,
+        topics=[S.TopicData(topic_name=e) for e in _names(entries)],
+        include_patterns=entries,
+        exclude_patterns=_entries(args.exclude),
+    )
+    return _report("start", args.mirror, await _request(client, request))
+
+
+async def _stop(client: KafkaClient, args) -> int:
+    entries = _entries(args.topics)
+    S = m.StopMirrorTopicsRequest
+    request = S(
+        mirror_name=args.mirror,
+        topics=[S.TopicData(topic_name=e) for e in _names(entries)],
+        patterns=entries,
+    )
+    return _report("stop", args.mirror, await _request(client, request))
+
+
+async def _pause(client: KafkaClient, args) -> int:
+    topics = await _matching_mirror_topics(client, args.mirror, _entries(args.topics))
+    P = m.PauseMirrorTopicsRequest
+    request = P(mirror_name=args.mirror, topics=[P.TopicData(topic_name=t) for t in topics])
+    return _report("pause", args.mirror, await _request(client, request))
+
+
+async def _resume(client: KafkaClient, args) -> int:
+    topics = await _matching_mirror_topics(client, args.mirror, _entries(args.topics))
+    R = m.ResumeMirrorTopicsRequest
+    request = R(mirror_name=args.mirror, topics=[R.TopicData(topic_name=t) for t in topics])
+    return _report("resume", args.mirror, await _request(client, request))
+
+
+async def _matching_mirror_topics(client: KafkaClient, mirror: str, entries: list[str]):
+    """The mirror's topics that an entry matches as a whole (D-20), in the mirror's order."""
+    response = await _request(client, m.DescribeClusterMirrorsRequest(mirror_names=[mirror]))
+    described = [d for d in response.mirrors if d.mirror_name == mirror]
+    if not described:
+        raise Refused(f"Error: {error_text(ErrorCode.MIRROR_NOT_FOUND)}")
+    if described[0].error_code:
+        raise Refused(f"Error: {error_text(described[0].error_code, described[0].error_message)}")
+    names = [t.topic_name for t in described[0].topics]
+    patterns = [re.compile(e) for e in entries]
+    matched = [n for n in names if any(p.fullmatch(n) for p in patterns)]
+    if not matched:
+        raise Refused(f"Error: no topic of mirror {mirror} matches {', '.join(entries)}")
+    return matched
+
+
+def _report(action: str, mirror: str, response) -> int:
+    """The action's line for the topics acted on (M-102, in the order answered), and a line on
+    stderr per refused topic; status 1 if any was refused."""
+    done = [t.name for t in response.topics if not t.error_code]
+    refused = [t for t in response.topics if t.error_code]
+    if done or not refused:
+        line = ACTION_LINES[action]
+        print(line.format(n=len(done), mirror=mirror, topics=", ".join(done)))
+    for t in refused:
+        print(
+            f"Error: topic {t.name}: {error_text(t.error_code, t.error_message)}", file=sys.stderr
+        )
+    return 1 if refused else 0
+
+
+async def _list(client: KafkaClient, args) -> int:
+    response = await _request(client, m.ListClusterMirrorsRequest())
+    mirrors = sorted(response.mirrors, key=lambda x: x.mirror_name)
+    if args.json:
+        rows = [
+            {
+                "mirror": x.mirror_name,
+                "topics": x.topic_count,
+                "sourceClusterId": x.source_cluster_id or None,
+                "sourceBootstrap": x.source_bootstrap,
+            }
+            for x in mirrors
+        ]
+        print(json.dumps({"mirrors": rows}, indent=2))
+        return 0
+    # M-103: %-30s %-10s %-26s then the bootstrap servers unpadded. An unresolved cluster id
+    # prints as "-", as unknown offsets do in --describe.
+    print(f"{'MIRROR':<30} {'TOPICS':<10} {'CLUSTER-ID':<26} BOOTSTRAP-SERVER")
+    for x in mirrors:
+        cluster_id = x.source_cluster_id or "-"
+        print(f"{x.mirror_name:<30} {x.topic_count:<10} {cluster_id:<26} {x.source_bootstrap}")
+    return 0
+
+
+def _offset(value: int) -> str:
+    return "-" if value < 0 else str(value)
+
+
+async def _describe(client: KafkaClient, args) -> int:
+    names = [args.mirror] if args.mirror else []
+    response = await _request(client, m.DescribeClusterMirrorsRequest(mirror_names=names))
+    mirrors = sorted(response.mirrors, key=lambda x: x.mirror_name)
+    status = 0
+    for x in mirrors:
+        if x.error_code:
+            print(f"Error: mirror {x.mirror_name}: {error_text(x.error_code, x.error_message)}",
+                  file=sys.stderr)  # fmt: skip
+            status = 1
+    rows = [
+        (x.mirror_name, t.topic_name, p)
+        for x in mirrors
+        if not x.error_code
+        for t in sorted(x.topics, key=lambda t: t.topic_name)
+        for p in sorted(t.partitions, key=lambda p: p.partition_index)
+    ]
+    if args.json:
+        out: dict[str, Any] = {}
+        for mirror, topic, p in rows:
+            partitions = out.setdefault(mirror, {}).setdefault(topic, [])
+            partitions.append(
+                {
+                    "partition": p.partition_index,
+                    "state": p.state,
+                    "sourceOffset": p.source_offset,
+                    "sourceLastStableOffset": p.source_last_stable_offset,
+                    "destinationOffset": p.destination_offset,
+                    "lag": p.lag,
+                    "lastMirrorEpoch": p.last_mirror_epoch,
+                    "lastFetchAgeMs": p.last_fetch_age_ms,
+                    "retryCount": p.retry_count,
+                    "failedReason": p.failed_reason,
+                }
+            )
+        doc = {
+            "mirrors": [
+                {
+                    "mirror": mirror,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                }
+                for mirror, topics in out.items()
+            ]
+        }
+        print(json.dumps(doc, indent=2))
+        return status
+    # M-104: %-30s %-40s %-10s %-15s %-18s %-8s then the state.
+    print(
+        f"{'MIRROR':<30} {'TOPIC':<40} {'PARTITION':<10} {'SOURCE-OFFSET':<15} "
+        f"{'DESTINATION-OFFSET':<18} {'LAG':<8} STATE"
+    )
+    for mirror, topic, p in rows:
+        print(
+            f"{mirror:<30} {topic:<40} {p.partition_index:<10} {_offset(p.source_offset):<15} "
+            f"{_offset(p.destination_offset):<18} {_offset(p.lag):<8} {p.state}"
+        )
+    return status
