@@ -38,11 +38,11 @@ import sys
 from typing import Any
 
 from kcore import __version__
+from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_command
 from kcore.metadata.topic_names import validate_topic_name
 from kcore.properties import load_properties
-from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 ADD_HELP = False  # the proposal's own --help text, not argparse's
@@ -200,10 +200,9 @@ async def _run(client: KafkaClient, args: argparse.Namespace) -> int:
     return await globals()[f"_{args.action}"](client, args)
 
 
-async def _request(client: KafkaClient, request: Any) -> Any:
-    """Send an admin request to any broker (brokers forward to the controller); a top-level
-    error becomes :class:`Refused` with Kafka's error name and message."""
-    response = await client.request("any", request)
+def _checked(response: Any) -> Any:
+    """A response whose top-level error becomes :class:`Refused` with Kafka's error name and
+    message (admin requests go to any broker, which forwards changes to the controller)."""
     if response.error_code:
         raise Refused(f"Error: {error_text(response.error_code, response.error_message)}")
     return response
@@ -217,64 +216,52 @@ async def _create(client: KafkaClient, args) -> int:
         configs = load_properties(args.mirror_config)
     except (OSError, ValueError) as e:
         raise Refused(f"Error: cannot read --mirror-config {args.mirror_config}: {e}") from None
-    C = m.CreateClusterMirrorRequest
-    await _request(
-        client,
-        C(
-            mirror_name=args.mirror,
-            config=[C.ClusterMirrorConfig(name=k, value=v) for k, v in configs.items()],
-        ),
-    )
+    _checked(await admin.create_cluster_mirror(client, args.mirror, configs))
     print(f"Created mirror {args.mirror}")
     return 0
 
 
 async def _delete(client: KafkaClient, args) -> int:
-    await _request(client, m.DeleteClusterMirrorRequest(mirror_name=args.mirror))
+    _checked(await admin.delete_cluster_mirror(client, args.mirror))
     print(f"Deleted mirror {args.mirror}")
     return 0
 
 
 async def _start(client: KafkaClient, args) -> int:
     entries = _entries(args.topics)
-    S = m.StartMirrorTopicsRequest
-    request = S(
-        mirror_name=args.mirror,
-        topics=[S.TopicData(topic_name=e) for e in _names(entries)],
+    response = await admin.start_mirror_topics(
+        client,
+        args.mirror,
+        _names(entries),
         include_patterns=entries,
         exclude_patterns=_entries(args.exclude),
     )
-    return _report("start", args.mirror, await _request(client, request))
+    return _report("start", args.mirror, _checked(response))
 
 
 async def _stop(client: KafkaClient, args) -> int:
     entries = _entries(args.topics)
-    S = m.StopMirrorTopicsRequest
-    request = S(
-        mirror_name=args.mirror,
-        topics=[S.TopicData(topic_name=e) for e in _names(entries)],
-        patterns=entries,
+    response = await admin.stop_mirror_topics(
+        client, args.mirror, _names(entries), patterns=entries
     )
-    return _report("stop", args.mirror, await _request(client, request))
+    return _report("stop", args.mirror, _checked(response))
 
 
 async def _pause(client: KafkaClient, args) -> int:
     topics = await _matching_mirror_topics(client, args.mirror, _entries(args.topics))
-    P = m.PauseMirrorTopicsRequest
-    request = P(mirror_name=args.mirror, topics=[P.TopicData(topic_name=t) for t in topics])
-    return _report("pause", args.mirror, await _request(client, request))
+    response = await admin.pause_mirror_topics(client, args.mirror, topics)
+    return _report("pause", args.mirror, _checked(response))
 
 
 async def _resume(client: KafkaClient, args) -> int:
     topics = await _matching_mirror_topics(client, args.mirror, _entries(args.topics))
-    R = m.ResumeMirrorTopicsRequest
-    request = R(mirror_name=args.mirror, topics=[R.TopicData(topic_name=t) for t in topics])
-    return _report("resume", args.mirror, await _request(client, request))
+    response = await admin.resume_mirror_topics(client, args.mirror, topics)
+    return _report("resume", args.mirror, _checked(response))
 
 
 async def _matching_mirror_topics(client: KafkaClient, mirror: str, entries: list[str]):
     """The mirror's topics that an entry matches as a whole (D-20), in the mirror's order."""
-    response = await _request(client, m.DescribeClusterMirrorsRequest(mirror_names=[mirror]))
+    response = _checked(await admin.describe_cluster_mirrors(client, [mirror]))
     described = [d for d in response.mirrors if d.mirror_name == mirror]
     if not described:
         raise Refused(f"Error: {error_text(ErrorCode.MIRROR_NOT_FOUND)}")
@@ -304,7 +291,7 @@ def _report(action: str, mirror: str, response) -> int:
 
 
 async def _list(client: KafkaClient, args) -> int:
-    response = await _request(client, m.ListClusterMirrorsRequest())
+    response = _checked(await admin.list_cluster_mirrors(client))
     mirrors = sorted(response.mirrors, key=lambda x: x.mirror_name)
     if args.json:
         rows = [
@@ -333,7 +320,7 @@ def _offset(value: int) -> str:
 
 async def _describe(client: KafkaClient, args) -> int:
     names = [args.mirror] if args.mirror else []
-    response = await _request(client, m.DescribeClusterMirrorsRequest(mirror_names=names))
+    response = _checked(await admin.describe_cluster_mirrors(client, names))
     mirrors = sorted(response.mirrors, key=lambda x: x.mirror_name)
     status = 0
     for x in mirrors:

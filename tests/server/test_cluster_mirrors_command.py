@@ -6,6 +6,7 @@ lines and tables (M-102…M-104) with whole expected lines.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -100,3 +101,153 @@ def test_cluster_mirrors_command_config_refuses_what_the_client_cannot_honour(ca
         capsys, "--bootstrap-server", "h:1", "--list", "--command-config", str(config)
     )
     assert status == 1 and "does not support retries" in err
+
+
+# -- against two real clusters ---------------------------------------------------------------
+
+
+class FixedStates:
+    """A MirrorStateReader answering ``state`` for every partition (the coordinator's part)."""
+
+    def __init__(self, state) -> None:
+        self.state = state
+
+    async def read_states(self, mirror, partitions):
+        return dict.fromkeys(partitions, self.state)
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    from kcore.testing import EmbeddedCluster
+
+    with EmbeddedCluster() as source, EmbeddedCluster() as dest:
+        for topic, partitions in (("orders-us", 2), ("orders-eu", 1), ("orders-internal", 1)):
+            source.create_topic(topic, partitions)
+        yield source, dest
+
+
+def _on(capsys, dest, *argv: str) -> tuple[int, str, str]:
+    return _run(capsys, "--bootstrap-server", dest.bootstrap_servers, *argv)
+
+
+def test_cluster_mirrors_operator_session_prints_the_proposals_lines(capsys, clusters, tmp_path):
+    from kcore.mirror.admission import UnknownMirrorStates
+    from kcore.mirror.state import MirrorPartitionState
+
+    source, dest = clusters
+    props = tmp_path / "mirror.properties"
+    props.write_text(f"bootstrap.servers={source.bootstrap_servers}\n")
+    assert _on(
+        capsys, dest, "--create", "--mirror", "my-mirror", "--mirror-config", str(props)
+    ) == (
+        0,
+        "Created mirror my-mirror\n",
+        "",
+    )
+
+    status, out, err = _on(
+        capsys, dest, "--start", "--topics", "orders-.*", "--exclude", "orders-internal",
+        "--mirror", "my-mirror",
+    )  # fmt: skip
+    assert (status, err) == (0, "")
+    match = re.fullmatch(r"Started 2 mirror topic\(s\) in mirror my-mirror: \[(.*)\]\n", out)
+    assert match and sorted(match.group(1).split(", ")) == ["orders-eu", "orders-us"]
+
+    cluster_id = source.broker.cluster_id
+    status, out, _ = _on(capsys, dest, "--list")
+    assert status == 0
+    assert out.splitlines() == [
+        "MIRROR                         TOPICS     CLUSTER-ID                 BOOTSTRAP-SERVER",
+        f"{'my-mirror':<30} {'2':<10} {cluster_id:<26} {source.bootstrap_servers}",
+    ]
+    status, out, _ = _on(capsys, dest, "--list", "--json")
+    assert json.loads(out) == {
+        "mirrors": [
+            {
+                "mirror": "my-mirror",
+                "topics": 2,
+                "sourceClusterId": cluster_id,
+                "sourceBootstrap": source.bootstrap_servers,
+            }
+        ]
+    }
+
+    status, out, _ = _on(capsys, dest, "--describe", "--mirror", "my-mirror")
+    lines = out.splitlines()
+    assert lines[0] == (
+        "MIRROR                         TOPIC                                    PARTITION  "
+        "SOURCE-OFFSET   DESTINATION-OFFSET LAG      STATE"
+    )
+    # Rows sorted by topic then partition; the exact columns of M-104.
+    assert [line[:82] for line in lines[1:]] == [
+        f"{'my-mirror':<30} {'orders-eu':<40} {'0':<10}",
+        f"{'my-mirror':<30} {'orders-us':<40} {'0':<10}",
+        f"{'my-mirror':<30} {'orders-us':<40} {'1':<10}",
+    ]
+    doc = json.loads(_on(capsys, dest, "--describe", "--json")[1])
+    assert [
+        (t["topic"], [p["partition"] for p in t["partitions"]]) for t in doc["mirrors"][0]["topics"]
+    ] == [
+        ("orders-eu", [0]),
+        ("orders-us", [0, 1]),
+    ]
+
+    # Pause and resume match the mirror's own topics here (a pattern is not sent for them).
+    dest.broker.mirror_state_reader = FixedStates(MirrorPartitionState.MIRRORING)
+    try:
+        assert _on(capsys, dest, "--pause", "--topics", "orders-u.", "--mirror", "my-mirror") == (
+            0,
+            "Paused mirroring for 1 topic(s) in mirror my-mirror: [orders-us]\n",
+            "",
+        )
+        dest.broker.mirror_state_reader = FixedStates(MirrorPartitionState.PAUSED)
+        assert _on(capsys, dest, "--resume", "--topics", "orders-us", "--mirror", "my-mirror") == (
+            0,
+            "Resumed mirroring for 1 topic(s) in mirror my-mirror: [orders-us]\n",
+            "",
+        )
+        status, _, err = _on(
+            capsys, dest, "--pause", "--topics", "nothing-.*", "--mirror", "my-mirror"
+        )
+        assert status == 1 and "no topic of mirror my-mirror matches nothing-.*" in err
+
+        # The walkthrough's failover: --topic (prefix) '.*'.
+        dest.broker.mirror_state_reader = FixedStates(MirrorPartitionState.MIRRORING)
+        status, out, err = _on(capsys, dest, "--stop", "--topic", ".*", "--mirror", "my-mirror")
+        assert (status, err) == (0, "")
+        match = re.fullmatch(
+            r"Stopped mirroring for 2 topic\(s\) in mirror my-mirror: \[(.*)\]\n", out
+        )
+        assert match and sorted(match.group(1).split(", ")) == ["orders-eu", "orders-us"]
+
+        dest.broker.mirror_state_reader = FixedStates(MirrorPartitionState.STOPPED)
+        assert _on(capsys, dest, "--delete", "--mirror", "my-mirror") == (
+            0,
+            "Deleted mirror my-mirror\n",
+            "",
+        )
+    finally:
+        dest.broker.mirror_state_reader = UnknownMirrorStates()
+    assert _on(capsys, dest, "--list")[1].splitlines()[1:] == []
+
+
+def test_cluster_mirrors_refusals_print_kafkas_error_name_and_exit_1(capsys, clusters, tmp_path):
+    source, dest = clusters
+    props = tmp_path / "mirror.properties"
+    props.write_text(f"bootstrap.servers={source.bootstrap_servers}\n")
+    status, out, err = _on(
+        capsys, dest, "--create", "--mirror", "bad.stopped", "--mirror-config", str(props)
+    )
+    assert (status, out) == (1, "")
+    assert err.startswith("Error: INVALID_MIRROR_NAME: ")
+    status, out, err = _on(capsys, dest, "--delete", "--mirror", "no-such-mirror")
+    assert (status, out) == (1, "") and err.startswith("Error: MIRROR_NOT_FOUND: ")
+    assert _on(capsys, dest, "--create", "--mirror", "m2", "--mirror-config", str(props))[0] == 0
+    try:
+        status, out, err = _on(
+            capsys, dest, "--start", "--topics", "no-such-topic", "--mirror", "m2"
+        )
+        assert status == 1
+        assert "Error: topic no-such-topic: UNKNOWN_TOPIC_OR_PARTITION" in err
+    finally:
+        _on(capsys, dest, "--delete", "--mirror", "m2")
