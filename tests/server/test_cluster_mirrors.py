@@ -298,10 +298,11 @@ def test_topic_operations_are_admitted_by_partition_state(clusters, states):
         topic: (0, None)
     }
     assert mirrors(dest).membership(topic) == (name, PAUSED)
-    states.states = {(topic, 0): S.PAUSED, (topic, 1): S.PAUSING}
+    # A FAILED partition is not resumed (it recovers by Start or Stop, D-13).
+    states.states = {(topic, 0): S.PAUSED, (topic, 1): S.FAILED}
     resp = on_dest(clusters, lambda c: resume_mirror_topics(c, name, [topic]))
     assert (
-        resp.error_code == E.INVALID_MIRROR_STATE and f"{topic}-1 is PAUSING" in resp.error_message
+        resp.error_code == E.INVALID_MIRROR_STATE and f"{topic}-1 is FAILED" in resp.error_message
     )
     states.states = {(topic, 0): S.PAUSED, (topic, 1): S.PAUSED}
     assert (

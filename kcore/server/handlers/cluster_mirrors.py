@@ -13,7 +13,7 @@ What the broker does before it forwards a change to the controller (which re-che
   excluded ones), the topic id and partition count of each named topic that lacks them, the
   configs of each topic to create, the cluster id checked against the recorded one;
 * Start, Stop, Pause, Resume, Delete: the partition states of the target topics read through
-  ``broker.mirror_state_reader`` and admitted by :func:`kcore.mirror.admission.check_admission`
+  ``broker.mirror_state_reader`` and admitted by :func:`kcore.mirror.state.check_operation`
   (D-26: one top-level error naming every offending partition).
 
 List answers from the metadata image (M-66). Describe answers from the image, the state reader
@@ -31,12 +31,9 @@ from kcore.metadata import mirror_configs as mc
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.metadata.mirror_control import validate_mirror_name
 from kcore.metadata.mirrors import ClusterMirrorImage, MirrorTopicMode, mirrors_image
-from kcore.mirror.admission import (
-    MirrorOperation,
-    MirrorPartitionStats,
-    check_admission,
-)
+from kcore.mirror.admission import MirrorPartitionStats
 from kcore.mirror.source import describe_source
+from kcore.mirror.state import MirrorOperation, check_operation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
@@ -112,7 +109,7 @@ async def _admit(ctx, operation: MirrorOperation, mirror: str, topics) -> None:
     if not partitions:
         return
     states = await ctx.server.mirror_state_reader.read_states(mirror, partitions)
-    check_admission(operation, mirror, states)
+    check_operation(operation, mirror, states)
 
 
 async def _forward(ctx, call):
