@@ -1,10 +1,11 @@
-"""Log compaction (``cleanup.policy=compact``): Kafka's LogCleaner, as one synchronous call.
+"""Log compaction (``cleanup.policy=compact``): Kafka's LogCleaner.
 
 Theory of operation
 -------------------
 A compacted log is split by the **first dirty offset** (the cleaner checkpoint, kept per log in
 :attr:`LogCleaner.checkpoints`; the log manager persists it in ``cleaner-offset-checkpoint``)
-into a *clean* head, already deduplicated, and a *dirty* tail. One :meth:`LogCleaner.clean`:
+into a *clean* head, already deduplicated, and a *dirty* tail. One round of the cleaner
+(:meth:`LogCleaner.clean`; steps 2 and 3 may run in another thread, see below):
 
 1. **Chooses the range** (Kafka's ``LogCleanerManager.cleanableOffsets``): from the first dirty
    offset up to the *first uncleanable offset*, the smallest of the active segment's base, the
@@ -42,7 +43,8 @@ into a *clean* head, already deduplicated, and a *dirty* tail. One :meth:`LogCle
      ``overrideLastOffset``; every kept record keeps its offset, so the offset deltas inside
      are unchanged and the base sequence still matches the base offset).
 
-4. **Swaps** each group's new segment in, crash-safely (see below), reopens it as a
+4. **Swaps** each group's new segment in, crash-safely (see below), once it has checked that
+   the log still holds every segment the round read, unchanged; reopens it as a
    :class:`~kcore.log.segment.LogSegment` and replaces the group in ``plog.segments`` and
    ``plog._bases``. The old files are renamed ``.deleted`` and removed after
    ``file.delete.delay.ms`` through the partition log's pending deletions, so fetches that hold
@@ -69,48 +71,43 @@ consistent under the loader's plain rule (remove ``.cleaned`` and ``.deleted``, 
 ``X.swap`` to ``X``); a group of several segments needs :func:`complete_interrupted_swaps`
 between steps 3 and 5, where the old later segments still exist next to the committed swap.
 
-What is not implemented: Kafka's legacy (magic < 2) delete horizon, the I/O throttle, cleaner
-threads and the pause/abort states of the cleaner manager (the log manager calls
-:meth:`LogCleaner.clean` one log at a time), and splitting a segment whose offsets overflow.
+A round off the owning thread
+-----------------------------
+Steps 2 and 3 read only inactive segments (immutable) and write only new files, so, as
+Kafka's cleaner threads, they need not hold up the log: :meth:`LogCleaner.prepare` (step 1,
+on the thread that owns the log) returns a :class:`~kcore.log.cleaner_round.CleaningRound`
+holding its own handles on the segments to read, whose ``run()`` does steps 2 and 3 in any
+thread, and :meth:`LogCleaner.commit` (back on the owning thread) does step 4 — or discards
+the round when retention, truncation, deletion or a config change altered those segments
+meanwhile. :meth:`LogCleaner.clean` does the three in a row.
 
-Who may call it: the log manager, under the partition log's lock (nothing else may append,
-truncate or delete segments of the log during a clean). Pure and synchronous: no threads, no
-trio; time is passed in as ``now_ms``.
+What is not implemented: Kafka's legacy (magic < 2) delete horizon, the I/O throttle, several
+cleaner threads and the pause states of the cleaner manager (the log manager runs one round
+at a time, and a log's deletion aborts its round), and splitting a segment whose offsets
+overflow.
+
+Who may call it: the log manager. ``prepare`` and ``commit`` on the thread that owns the log
+(nothing else may append, truncate or delete segments while they run); ``CleaningRound.run``
+anywhere. Pure: no trio; time is passed in as ``now_ms``.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
 import logging
-import struct
 import time
 from collections.abc import Hashable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from kcore.log import files
-from kcore.log.cleaner_output import (
-    CleanedSegment,
-    RetiredSegment,
-    build_empty_batch,
-    rebuild_batch,
-)
+from kcore.log.cleaner_output import CleanedSegment, RetiredSegment
+from kcore.log.cleaner_round import CleaningRound, SegmentView
 from kcore.log.errors import LogError
-from kcore.log.producer_state import has_producer_id
 from kcore.log.segment import LogSegment
-from kcore.log.transaction_index import AbortedTxn, TransactionIndex
-from kcore.record.batch import (
-    NO_TIMESTAMP,
-    RecordBatch,
-)
-from kcore.record.control import ControlRecordType, read_control_record
-from kcore.record.records import Record
+from kcore.log.transaction_index import AbortedTxn
+from kcore.record.batch import NO_TIMESTAMP
 
 log = logging.getLogger(__name__)
-
-INT32_MAX = 0x7FFFFFFF
-_INT32 = struct.Struct(">i")
-_UINT32 = struct.Struct(">I")
 
 
 class LogCleaningError(LogError):
@@ -177,127 +174,11 @@ class CleanerStats:
     segments_read: int = 0
     segments_written: int = 0
     duration_ms: float = 0.0  # wall clock, for metrics only
+    discarded: bool = False  # the log changed while the round ran: nothing was swapped
 
     @property
     def records_removed(self) -> int:
         return self.records_read - self.records_written
-
-
-class OffsetMap:
-    """Key -> offset of the key's last record in the dirty range, with the last offset mapped.
-
-    ``latest_offset`` is the last offset the map covers (Kafka's ``OffsetMap.latestOffset``):
-    records above it were not looked at and are always kept.
-    """
-
-    __slots__ = ("_map", "max_entries", "latest_offset")
-
-    def __init__(self, max_entries: int) -> None:
-        self._map: dict[bytes, int] = {}
-        self.max_entries = max_entries
-        self.latest_offset = -1
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[key] = offset
-
-    def get(self, key: bytes) -> int:
-        """The mapped offset of ``key``, or -1."""
-        return self._map.get(key, -1)
-
-    def can_take(self, records: int) -> bool:
-        return len(self._map) + records <= self.max_entries
-
-    @property
-    def utilization(self) -> float:
-        return len(self._map) / self.max_entries
-
-
-@dataclass(slots=True)
-class _Round:
-    """The state one :meth:`LogCleaner.clean` shares between its groups."""
-
-    offset_map: OffsetMap
-    txn: CleanedTransactionMetadata
-    # producer id -> (last data offset or None, epoch) of every producer in producer state
-    active_producers: dict[int, tuple[int | None, int]]
-    upper_bound: int  # the first uncleanable offset
-    now_ms: int
-    delete_retention_ms: int
-    stats: CleanerStats
-
-
-# -- transactions ----------------------------------------------------------------------------
-
-
-class _AbortedTxnState:
-    __slots__ = ("txn", "last_observed_offset")
-
-    def __init__(self, txn: AbortedTxn) -> None:
-        self.txn = txn
-        self.last_observed_offset: int | None = None
-
-
-class CleanedTransactionMetadata:
-    """Transaction state while the cleaner walks the log (Kafka's class of the same name).
-
-    Decides which batches belong to aborted transactions (dropped) and when a marker may go:
-    an ABORT marker once no batch of its transaction was seen by this clean, a COMMIT marker
-    likewise. Kept ABORT markers whose data was seen are written to ``cleaned_index``.
-    """
-
-    def __init__(self) -> None:
-        self._ongoing_committed: set[int] = set()
-        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
-        self._heap: list[tuple[int, int, AbortedTxn]] = []  # (first offset, seq, txn)
-        self._seq = 0
-        self.cleaned_index: TransactionIndex | None = None
-
-    def add_aborted_transactions(self, txns: list[AbortedTxn]) -> None:
-        for txn in txns:
-            self._seq += 1
-            heapq.heappush(self._heap, (txn.first_offset, self._seq, txn))
-
-    def _consume_aborted_up_to(self, offset: int) -> None:
-        while self._heap and self._heap[0][0] <= offset:
-            txn = heapq.heappop(self._heap)[2]
-            self._ongoing_aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
-
-    def on_control_batch_read(self, batch: RecordBatch) -> bool:
-        """Track a control batch; True if it may be discarded."""
-        self._consume_aborted_up_to(batch.last_offset)
-        control = read_control_record(batch)
-        if control is None:
-            return True  # an empty control batch: an earlier clean already emptied it
-        pid = batch.producer_id
-        if control.type is ControlRecordType.ABORT:
-            state = self._ongoing_aborted.pop(pid, None)
-            if state is not None and state.last_observed_offset is not None:
-                # Data of the transaction is still in the log: keep the marker and its entry.
-                if self.cleaned_index is not None:
-                    self.cleaned_index.append(state.txn)
-                return False
-            return True
-        if control.type is ControlRecordType.COMMIT:
-            if pid in self._ongoing_committed:
-                self._ongoing_committed.discard(pid)
-                return False
-            return True
-        return False  # other control records (MIRROR_PID_RESET, unknown) are kept
-
-    def on_batch_read(self, batch: RecordBatch) -> bool:
-        """Track a data batch; True if it belongs to an aborted transaction."""
-        self._consume_aborted_up_to(batch.last_offset)
-        if not batch.is_transactional:
-            return False
-        state = self._ongoing_aborted.get(batch.producer_id)
-        if state is not None:
-            state.last_observed_offset = batch.last_offset
-            return True
-        self._ongoing_committed.add(batch.producer_id)
-        return False
 
 
 def _collect_aborted(plog, start: int, upper: int) -> list[AbortedTxn]:
@@ -387,7 +268,23 @@ class LogCleaner:
     def clean_filthiest(
         self, logs: Mapping[Hashable, object], now_ms: int
     ) -> tuple[Hashable, CleanerStats] | None:
-        """Clean the compacted log with the highest dirty ratio among those due; None if none is."""
+        """Clean the compacted log with the highest dirty ratio among those due, on this
+        thread; None if none is. Raises :class:`LogCleaningError` naming the log."""
+        prepared = self.prepare_filthiest(logs, now_ms)
+        if prepared is None:
+            return None
+        prepared.run()
+        try:
+            return prepared.key, self.commit(logs[prepared.key], prepared)
+        except Exception as e:
+            raise LogCleaningError(prepared.key, e) from e
+
+    def prepare_filthiest(
+        self, logs: Mapping[Hashable, object], now_ms: int
+    ) -> CleaningRound | None:
+        """:meth:`prepare` a round of the compacted log with the highest dirty ratio among
+        those due (Kafka's ``grabFilthiestCompactedLog``); None if none is. Raises
+        :class:`LogCleaningError` naming the log."""
         best = None
         for key, plog in logs.items():
             if not plog.config.compact:
@@ -403,9 +300,10 @@ class LogCleaner:
             return None
         key, plog, _ = best
         try:
-            return key, self.clean(plog, now_ms, key=key)
+            prepared = self.prepare(plog, now_ms, key=key)
         except Exception as e:
             raise LogCleaningError(key, e) from e
+        return prepared if isinstance(prepared, CleaningRound) else None
 
     def truncate_checkpoint(self, key: Hashable, offset: int) -> None:
         """The log was truncated to ``offset``: the checkpoint may not stay above it."""
@@ -421,15 +319,29 @@ class LogCleaner:
     def clean(
         self, plog, now_ms: int, *, key: Hashable | None = None, force: bool = False
     ) -> CleanerStats:
-        """Compact ``plog`` if it is due (or ``force``) and return what was done.
+        """Compact ``plog`` if it is due (or ``force``) and return what was done: the three
+        steps of a round (:meth:`prepare`, ``CleaningRound.run``, :meth:`commit`) on this
+        thread.
 
         ``stats.cleaned`` says whether segments were rewritten; ``stats.end_offset`` is the new
         first dirty offset, also stored in :attr:`checkpoints` under ``key``. Raises
         :class:`~kcore.log.errors.LogError` or ``CorruptRecordError`` on a segment that cannot
-        be read: groups already swapped stay swapped, the group being written is deleted and
-        the checkpoint does not move. An ``OSError`` in the middle of a swap leaves files that
-        :func:`complete_interrupted_swaps` resolves at the next start (take the log offline).
+        be read: nothing is swapped and the checkpoint does not move. An ``OSError`` in the
+        middle of a swap leaves files that :func:`complete_interrupted_swaps` resolves at the
+        next start (take the log offline).
         """
+        prepared = self.prepare(plog, now_ms, key=key, force=force)
+        if isinstance(prepared, CleanerStats):
+            return prepared
+        prepared.run()
+        return self.commit(plog, prepared)
+
+    def prepare(
+        self, plog, now_ms: int, *, key: Hashable | None = None, force: bool = False
+    ) -> CleaningRound | CleanerStats:
+        """Step 1 of a round, on the thread that owns ``plog``: a :class:`CleaningRound` of
+        the log as it is now, for ``run()`` in any thread; or, when the log is not due (or not
+        compacted), the stats saying nothing was done."""
         key = plog.name if key is None else key
         started = time.monotonic()
         info = self.cleanable(plog, now_ms, key=key)
@@ -444,185 +356,102 @@ class LogCleaner:
         if not plog.config.compact or not due:
             stats.duration_ms = (time.monotonic() - started) * 1000
             return stats
-        offset_map = self._build_offset_map(
-            plog, info.first_dirty_offset, info.first_uncleanable_offset, stats
-        )
-        end_offset = offset_map.latest_offset + 1
-        stats.map_entries = len(offset_map)
-        groups = _group_segments(
-            [s for s in plog.segments[:-1] if s.base_offset < end_offset],
-            plog.config.segment_size,
-            plog.config.segment_index_bytes,
-            info.first_uncleanable_offset,
-        )
-        round_ = _Round(
-            offset_map,
-            CleanedTransactionMetadata(),
-            {
+        upper = info.first_uncleanable_offset
+        segments = [s for s in plog.segments[:-1] if s.base_offset < upper]
+        views = []
+        try:
+            for seg in segments:
+                views.append(
+                    SegmentView(
+                        seg,
+                        seg.base_offset,
+                        seg.log.duplicate(),
+                        seg.size,
+                        seg.offset_index.size_in_bytes,
+                        seg.time_index.size_in_bytes,
+                        seg.next_offset(),
+                        seg.offset_index.lookup(info.first_dirty_offset).position,
+                    )
+                )
+            aborted = _collect_aborted(plog, segments[0].base_offset, upper) if segments else []
+        except BaseException:
+            for view in views:
+                view.records.close()
+            raise
+        stats.duration_ms = (time.monotonic() - started) * 1000
+        return CleaningRound(
+            key=key,
+            directory=plog.dir,
+            segment_config=plog.segment_config,
+            views=views,
+            first_dirty_offset=info.first_dirty_offset,
+            first_uncleanable_offset=upper,
+            aborted=aborted,
+            active_producers={
                 pid: (None if e.last_data_offset < 0 else e.last_data_offset, e.producer_epoch)
                 for pid, e in plog.producer_state.producers.items()
             },
-            info.first_uncleanable_offset,
-            now_ms,
-            plog.config.delete_retention_ms,
-            stats,
+            now_ms=now_ms,
+            delete_retention_ms=plog.config.delete_retention_ms,
+            max_segment_bytes=plog.config.segment_size,
+            max_index_bytes=plog.config.segment_index_bytes,
+            max_map_entries=self.config.max_map_entries,
+            stats=stats,
         )
-        for group in groups:
-            self._clean_group(plog, group, round_)
-        stats.end_offset = end_offset
+
+    def commit(self, plog, prepared: CleaningRound, now_ms: int | None = None) -> CleanerStats:
+        """Step 3 of a round, on the thread that owns ``plog``, after ``prepared.run()``: swap
+        the cleaned segments in and move the checkpoint; or, when the log changed while the
+        round ran (``CleaningRound.is_current``) or the round was aborted, delete them and
+        return stats with ``discarded`` set. Raises the error that stopped ``run`` (as
+        :meth:`clean` says) when the log did not change meanwhile. ``now_ms`` (default: the
+        round's) dates the swapped segments and the old files' deletion."""
+        stats = prepared.stats
+        now_ms = prepared.now_ms if now_ms is None else now_ms
+        started = time.monotonic()
+        try:
+            if not prepared.ran:
+                raise RuntimeError("commit of a cleaning round that did not run")
+            if prepared.aborted_flag or not prepared.is_current(plog):
+                prepared.delete_outputs()
+                stats.discarded = True
+                log.info(
+                    "%s: the log changed while it was cleaned (or the clean was aborted); "
+                    "the cleaned segments are discarded",
+                    plog.name,
+                )
+                return stats
+            if prepared.error is not None:
+                raise prepared.error
+            for i, (group, cleaned) in enumerate(prepared.outputs):
+                try:
+                    self._swap(plog, [v.segment for v in group], cleaned, now_ms)
+                except BaseException:
+                    prepared.delete_outputs(i + 1)  # untouched; group i is the swap's to finish
+                    raise
+                stats.segments_written += 1
+        finally:
+            prepared.close()
+            swap_ms = (time.monotonic() - started) * 1000
+            stats.duration_ms += swap_ms
+        stats.end_offset = prepared.end_offset
         stats.cleaned = True
-        self.checkpoints[key] = end_offset
-        stats.duration_ms = (time.monotonic() - started) * 1000
+        self.checkpoints[prepared.key] = prepared.end_offset
         log.info(
-            "%s: cleaned offsets [%d, %d) in %d group(s): %d of %d records kept, %d -> %d bytes",
+            "%s: cleaned offsets [%d, %d) in %d group(s): %d of %d records kept, %d -> %d bytes "
+            "(%.0f ms, the swap %.1f ms of it)",
             plog.name,
-            info.first_dirty_offset,
-            end_offset,
-            len(groups),
+            prepared.first_dirty_offset,
+            prepared.end_offset,
+            len(prepared.outputs),
             stats.records_written,
             stats.records_read,
             stats.bytes_read,
             stats.bytes_written,
+            stats.duration_ms,
+            swap_ms,
         )
         return stats
-
-    def _build_offset_map(self, plog, start: int, end: int, stats: CleanerStats) -> OffsetMap:
-        """Map each key of ``[start, end)`` to its last offset (Kafka's ``buildOffsetMap``)."""
-        offset_map = OffsetMap(self.config.max_map_entries)
-        segments = plog.segments
-        dirty = [
-            s
-            for s, e in zip(segments, _segment_ends(segments))
-            if s.base_offset < end and e > start
-        ]
-        txn = CleanedTransactionMetadata()
-        txn.add_aborted_transactions(_collect_aborted(plog, start, end))
-        for i, seg in enumerate(dirty):
-            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            position = seg.offset_index.lookup(start).position
-            for _, batch in seg.log.full_batches_from(position):
-                stats.map_bytes_read += batch.size_in_bytes
-                if batch.is_control:
-                    txn.on_control_batch_read(batch)
-                    stats.map_records_read += 1
-                elif txn.on_batch_read(batch):
-                    stats.map_records_read += batch.record_count  # aborted: not mapped
-                else:
-                    # Whole batches only: a round always ends at a batch boundary, and at
-                    # least one batch is mapped even if it alone overfills the map.
-                    if offset_map.latest_offset >= start and not offset_map.can_take(
-                        batch.record_count
-                    ):
-                        return offset_map
-                    for record in batch.records():
-                        if record.key is not None and record.offset >= start:
-                            offset_map.put(record.key, record.offset)
-                        stats.map_records_read += 1
-                if batch.last_offset >= start:
-                    offset_map.latest_offset = batch.last_offset
-            # An offset gap at the end of the segment (compacted away) is covered too.
-            offset_map.latest_offset = max(offset_map.latest_offset, next_start - 1)
-        return offset_map
-
-    def _clean_group(self, plog, group: list[LogSegment], round_: _Round) -> None:
-        """Clean ``group`` into one new segment and swap it in (Kafka's ``cleanSegments``)."""
-        cleaned = CleanedSegment(plog.dir, group[0].base_offset, plog.segment_config)
-        txn, stats = round_.txn, round_.stats
-        txn.cleaned_index = cleaned.txn_index
-        try:
-            for i, seg in enumerate(group):
-                # The whole segment's range: the new transaction index is rebuilt from it.
-                upper = group[i + 1].base_offset if i + 1 < len(group) else seg.next_offset()
-                txn.add_aborted_transactions(_collect_aborted(plog, seg.base_offset, upper))
-                end = 0
-                for position, batch in seg.log.full_batches_from(0):
-                    end = position + batch.size_in_bytes
-                    stats.bytes_read += batch.size_in_bytes
-                    out = self._filter_batch(batch, round_)
-                    if out is not None:
-                        kept = RecordBatch(out)
-                        cleaned.append(out, kept.last_offset, kept.max_timestamp)
-                        stats.bytes_written += len(out)
-                if end != seg.size:
-                    raise LogError(
-                        f"{seg.log.path}: {seg.size - end} bytes after byte {end} are not a "
-                        "whole record batch; the segment cannot be cleaned"
-                    )
-                stats.segments_read += 1
-            cleaned.finish()
-        except BaseException:
-            cleaned.delete()
-            raise
-        finally:
-            txn.cleaned_index = None
-        self._swap(plog, group, cleaned, round_.now_ms)
-        stats.segments_written += 1
-
-    def _filter_batch(self, batch: RecordBatch, round_: _Round):
-        """The bytes to write for ``batch`` (itself, rebuilt, or empty), or None to drop it
-        (Kafka's ``checkBatchRetention`` and ``filterTo``)."""
-        txn, stats, now_ms = round_.txn, round_.stats, round_.now_ms
-        is_control = batch.is_control
-        if is_control:
-            can_discard = txn.on_control_batch_read(batch)
-            horizon = batch.delete_horizon_ms
-            discard_records = can_discard and batch.has_delete_horizon and horizon <= now_ms
-        else:
-            can_discard = discard_records = txn.on_batch_read(batch)
-        # Keep what producer state needs: the batch with an active producer's last data
-        # offset, or its last marker when it has no data left (the epoch, for fencing).
-        last_of_producer = False
-        if has_producer_id(batch.producer_id):
-            last = round_.active_producers.get(batch.producer_id)
-            if last is not None:
-                last_data_offset, epoch = last
-                if last_data_offset is not None:
-                    last_of_producer = batch.last_offset == last_data_offset
-                else:
-                    last_of_producer = is_control and batch.producer_epoch == epoch
-        # And the last batch of the round, so that its last offset is not lost.
-        retain_empty = last_of_producer or batch.next_offset == round_.upper_bound
-        if discard_records and not retain_empty:
-            stats.records_read += batch.record_count
-            return None
-        records = list(batch.records())
-        stats.records_read += len(records)
-        if discard_records:
-            kept: list[Record] = []
-        elif is_control:
-            kept = records
-        else:
-            kept = [r for r in records if self._keep_record(batch, r, round_)]
-        stats.records_written += len(kept)
-        if kept:
-            has_tombstone = any(r.value is None for r in kept)
-            marker_may_go = can_discard and is_control
-            needs_horizon = (has_tombstone or marker_may_go) and not batch.has_delete_horizon
-            if len(kept) == len(records) and not needs_horizon:
-                return bytes(batch.buffer)
-            horizon = (
-                now_ms + round_.delete_retention_ms
-                if needs_horizon
-                else (batch.delete_horizon_ms if batch.has_delete_horizon else None)
-            )
-            return rebuild_batch(batch, kept, horizon)
-        if retain_empty:
-            return build_empty_batch(batch)
-        return None
-
-    @staticmethod
-    def _keep_record(batch: RecordBatch, record: Record, round_: _Round) -> bool:
-        """Kafka's ``shouldRetainRecord`` for a record of a data batch."""
-        if record.offset > round_.offset_map.latest_offset:
-            return True  # beyond what the map covers
-        if record.key is None:
-            round_.stats.invalid_records += 1
-            return False
-        if record.offset < round_.offset_map.get(record.key):
-            return False  # a later record has the key
-        if record.value is not None:
-            return True
-        return not batch.has_delete_horizon or round_.now_ms < batch.delete_horizon_ms
 
     def _swap(self, plog, group: list[LogSegment], cleaned: CleanedSegment, now_ms: int):
         """Replace ``group`` by ``cleaned`` on disk and in ``plog`` (see the module docstring)."""
@@ -669,38 +498,3 @@ def _segment_ends(segments: list[LogSegment]) -> list[int]:
 def _first_batch_timestamp(seg: LogSegment) -> int:
     first = seg.log.batch_at(0) if seg.size else None
     return first.max_timestamp if first is not None else NO_TIMESTAMP
-
-
-def _group_segments(
-    segments: list[LogSegment], max_size: int, max_index_size: int, first_uncleanable: int
-) -> list[list[LogSegment]]:
-    """Consecutive segments whose log and indexes together fit one segment (Kafka's
-    ``groupSegmentsBySize``); a group also spans at most 2**31 - 1 offsets."""
-    groups: list[list[LogSegment]] = []
-    i = 0
-    while i < len(segments):
-        group = [segments[i]]
-        log_size = segments[i].size
-        index_size = segments[i].offset_index.size_in_bytes
-        time_index_size = segments[i].time_index.size_in_bytes
-        i += 1
-        while i < len(segments):
-            seg = segments[i]
-            # The last offset seg may hold: bounded by the next base (or the round's end).
-            last = (
-                segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable - 1
-            )
-            if (
-                log_size + seg.size > max_size
-                or index_size + seg.offset_index.size_in_bytes > max_index_size
-                or time_index_size + seg.time_index.size_in_bytes > max_index_size
-                or (seg.size > 0 and last - group[0].base_offset > INT32_MAX)
-            ):
-                break
-            group.append(seg)
-            log_size += seg.size
-            index_size += seg.offset_index.size_in_bytes
-            time_index_size += seg.time_index.size_in_bytes
-            i += 1
-        groups.append(group)
-    return groups

@@ -159,6 +159,15 @@ class FileRecords:
         os.rename(self.path, path)
         self.path = path
 
+    def duplicate(self) -> FileRecords:
+        """A second handle on this file, with its size as now, for a reader in another thread
+        (the log cleaner's rounds): its descriptor is a ``dup``, so it stays valid when this
+        one is closed, renamed or deleted. Read only; the caller closes it."""
+        other = object.__new__(FileRecords)
+        other.path, other.size = self.path, self.size
+        other.fd = os.dup(self.fd)
+        return other
+
     # -- reading ---------------------------------------------------------------------------
 
     def pread(self, position: int, length: int) -> bytes:

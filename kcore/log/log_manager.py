@@ -11,26 +11,32 @@ four checkpoint files, an optional clean-shutdown marker and one folder per part
   from now on must be detected next time) and loads every partition folder with
   :func:`~kcore.log.log_loader.load_log` — scanning nothing after a clean shutdown, recovering
   from the recovery point after an unclean one.
-* :meth:`LogManager.tick` is called by the server with the time: it flushes logs whose
-  ``flush.ms`` passed, applies retention every ``log.retention.check.interval.ms``, compacts
-  the dirtiest compacted log that is due (the log cleaner, when enabled: one log per call, and
-  after a call that found none due, again ``log.cleaner.backoff.ms`` later), writes the
-  recovery-point, log-start, high-watermark and cleaner checkpoints every
-  ``log.flush.offset.checkpoint.interval.ms``, and removes segments whose
-  ``file.delete.delay.ms`` expired. By default nothing is fsynced on the
-  append path: like Kafka, kcore relies on the page cache and on replication.
+* :meth:`LogManager.tick` is called with the time: it flushes logs whose ``flush.ms`` passed,
+  applies retention every ``log.retention.check.interval.ms``, compacts the dirtiest compacted
+  log that is due (the log cleaner, when enabled: one log per call, and after a call that found
+  none due, again ``log.cleaner.backoff.ms`` later), writes the recovery-point, log-start,
+  high-watermark and cleaner checkpoints every ``log.flush.offset.checkpoint.interval.ms``,
+  and removes segments whose ``file.delete.delay.ms`` expired. By default nothing is fsynced
+  on the append path: like Kafka, kcore relies on the page cache and on replication.
+* The server does not compact on its event loop (a round over 150 MB took 6 s): as Kafka's
+  cleaner thread, it runs the cleaner apart from the rest of the maintenance, in three steps,
+  :meth:`LogManager.begin_cleaning` (on the thread that owns the logs), the round's ``run()``
+  (in a worker thread: it reads only inactive segments, through its own descriptors, and
+  writes new files), and :meth:`LogManager.finish_cleaning` (the owner again: the swap, or
+  the round discarded when the log changed meanwhile; see ``kcore/log/cleaner_round.py``).
 * The checkpoints cost 6 fsyncs per directory (2.1 ms idle, 13-35 ms with dirty data in the
   page cache), so the server does not write them on its event loop: :meth:`LogManager.maintain`
-  is ``tick`` without the write, returning a :class:`CheckpointWrite` (the offsets, read on the
-  caller's thread) whose ``write()`` may run in a worker thread. Writes are serialised by a lock
-  and numbered: a write never overwrites the files of a newer snapshot (shutdown's own
-  checkpoint may overtake a slow one), so the files only move forward. A file whose offsets
-  are what this manager last wrote is not written again (Kafka rewrites them every interval;
-  an idle broker need not pay 6 fsyncs a minute for nothing).
+  is ``tick`` without the cleaner and without the write, returning a :class:`CheckpointWrite`
+  (the offsets, read on the caller's thread) whose ``write()`` may run in a worker thread.
+  Writes are serialised by a lock and numbered: a write never overwrites the files of a newer
+  snapshot (shutdown's own checkpoint may overtake a slow one), so the files only move
+  forward. A file whose offsets are what this manager last wrote is not written again (Kafka
+  rewrites them every interval; an idle broker need not pay 6 fsyncs a minute for nothing).
 * :meth:`LogManager.shutdown` closes every log (producer snapshots, trimmed indexes), writes the
   checkpoints, and writes the clean-shutdown marker last.
 
-Who may call it: the replica manager and the server's maintenance task, one at a time.
+Who may call it: the replica manager and the server's maintenance and cleaner tasks, one at a
+time, on the thread that owns the logs (only a cleaning round's ``run()`` may go elsewhere).
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from kcore.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kcore.log.cleaner import LogCleaner, LogCleaningError
+from kcore.log.cleaner import CleanerStats, LogCleaner, LogCleaningError
+from kcore.log.cleaner_round import CleaningRound
 from kcore.log.errors import LogError
 from kcore.log.log_dirs import (
     PARTITION_METADATA,
@@ -163,6 +170,7 @@ class LogManager:
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self._next_clean_ms = 0
         self._uncleanable: set[TopicPartition] = set()
+        self._cleaning: CleaningRound | None = None  # the round begun and not finished
 
     # -- formatting and startup -------------------------------------------------------------
 
@@ -280,6 +288,8 @@ class LogManager:
             return
         self.cleaner.forget(tp)
         self._uncleanable.discard(tp)
+        if self._cleaning is not None and self._cleaning.key == tp:
+            self._cleaning.abort()  # its finish_cleaning finds the log gone and discards it
         self._counts[d] -= 1
         for seg in plog.segments:
             seg.close()
@@ -299,15 +309,19 @@ class LogManager:
     # -- maintenance -------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """``maintain``, and write the checkpoints (on this thread) when they are due."""
-        job = self.maintain(now_ms)
+        """``maintain``, a round of the log cleaner when it is due (all of it on this thread,
+        as ``clean_filthiest``), and write the checkpoints (on this thread) when they are due."""
+        job = self._maintain(now_ms, clean=True)
         if job is not None:
             job.write()
 
     def maintain(self, now_ms: int) -> CheckpointWrite | None:
         """Flush, retention and pending deletes as ``tick``; when the checkpoints are due,
         return their snapshot for the caller to ``write()`` (in a worker thread if it likes),
-        else None."""
+        else None. The log cleaner is not run: see :meth:`begin_cleaning`."""
+        return self._maintain(now_ms, clean=False)
+
+    def _maintain(self, now_ms: int, *, clean: bool) -> CheckpointWrite | None:
         for plog in self.logs.values():
             if now_ms - plog._last_flush_ms >= plog.config.flush_ms:
                 plog.flush(now_ms=now_ms)
@@ -316,29 +330,80 @@ class LogManager:
             self._last_retention_ms = now_ms
             for plog in self.logs.values():
                 plog.delete_old_segments(now_ms)
-        if self.cleaner_backoff_ms is not None and now_ms >= self._next_clean_ms:
-            self._clean_filthiest(now_ms)
+        if clean:
+            prepared = self.begin_cleaning(now_ms)
+            if prepared is not None:
+                prepared.run()
+                self.finish_cleaning(prepared, now_ms)
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self._last_checkpoint_ms = now_ms
             return self.checkpoint_snapshot()
         return None
 
-    def _clean_filthiest(self, now_ms: int) -> None:
-        """One round of Kafka's cleaner thread: compact the dirtiest log that is due (by
-        ``min.cleanable.dirty.ratio`` or ``max.compaction.lag.ms``); when one was cleaned, look
-        again at the next maintenance, else after ``log.cleaner.backoff.ms``. Runs on the
-        caller's thread, the one that owns the logs, so no append interleaves with a swap."""
+    # -- the log cleaner ---------------------------------------------------------------------
+
+    def cleaner_wait_ms(self, now_ms: int) -> int | None:
+        """How long until :meth:`begin_cleaning` may find work (0: now); None when the cleaner
+        is disabled."""
+        if self.cleaner_backoff_ms is None:
+            return None
+        return max(0, self._next_clean_ms - now_ms)
+
+    def begin_cleaning(self, now_ms: int) -> CleaningRound | None:
+        """One round of Kafka's cleaner thread, first step (on the thread that owns the logs):
+        a round of the dirtiest compacted log that is due (by ``min.cleanable.dirty.ratio`` or
+        ``max.compaction.lag.ms``), for the caller to ``run()`` — in a worker thread, the
+        logs going on meanwhile — and hand to :meth:`finish_cleaning`. None when the cleaner
+        is disabled, not due yet (``cleaner_wait_ms``), busy with a round, or finds no log
+        due (it then backs off for ``log.cleaner.backoff.ms``)."""
+        if (
+            self.cleaner_backoff_ms is None
+            or now_ms < self._next_clean_ms
+            or self._cleaning is not None
+        ):
+            return None
         logs = {tp: p for tp, p in self.logs.items() if tp not in self._uncleanable}
         try:
-            done = self.cleaner.clean_filthiest(logs, now_ms)
+            prepared = self.cleaner.prepare_filthiest(logs, now_ms)
         except LogCleaningError as e:
-            # As Kafka: the log is left alone (until a restart) rather than failed again and
-            # again; its data stays readable, only compaction stops.
-            log.error("%s; the log is marked uncleanable", e, exc_info=e.__cause__)
-            self._uncleanable.add(e.key)
-            done = None
-        if done is None:
+            self._mark_uncleanable(e)
+            prepared = None
+        if prepared is None:
             self._next_clean_ms = now_ms + self.cleaner_backoff_ms
+        self._cleaning = prepared
+        return prepared
+
+    def finish_cleaning(self, prepared: CleaningRound, now_ms: int) -> CleanerStats | None:
+        """The last step of a round from :meth:`begin_cleaning`, after its ``run()`` (on the
+        thread that owns the logs): swap the cleaned segments in, or discard them if the log
+        changed or went away meanwhile. When the round cleaned, the cleaner looks again at
+        the next call; a log whose round failed is left alone, as Kafka's uncleanable logs."""
+        if prepared is not self._cleaning:
+            raise ValueError("not the cleaning round in progress")
+        self._cleaning = None
+        plog = self.logs.get(prepared.key)
+        try:
+            if plog is None:  # deleted meanwhile (a new log of the same name fails is_current)
+                prepared.delete_outputs()
+                prepared.close()
+                return None
+            return self.cleaner.commit(plog, prepared, now_ms)
+        except Exception as e:
+            self._mark_uncleanable(LogCleaningError(prepared.key, e))
+            self._next_clean_ms = now_ms + self.cleaner_backoff_ms
+            return None
+
+    def abort_cleaning(self) -> None:
+        """Make the round in progress stop at its next batch (any thread): shutdown need not
+        wait for a long clean. Its ``finish_cleaning`` then discards it."""
+        if self._cleaning is not None:
+            self._cleaning.abort()
+
+    def _mark_uncleanable(self, e: LogCleaningError) -> None:
+        # As Kafka: the log is left alone (until a restart) rather than failed again and
+        # again; its data stays readable, only compaction stops.
+        log.error("%s; the log is marked uncleanable", e, exc_info=e.__cause__)
+        self._uncleanable.add(e.key)
 
     def maintenance_period_ms(self) -> int:
         """The shortest period :meth:`maintain` serves: the retention check, the checkpoints,
@@ -347,8 +412,6 @@ class LogManager:
         period_ms = min(self.retention_check_interval_ms, self.checkpoint_interval_ms)
         for plog in self.logs.values():
             period_ms = min(period_ms, plog.config.flush_ms, plog.config.file_delete_delay_ms)
-            if self.cleaner_backoff_ms is not None and plog.config.compact:
-                period_ms = min(period_ms, self.cleaner_backoff_ms)
         return period_ms
 
     def checkpoint_snapshot(self) -> CheckpointWrite:

@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from kcore.log.checkpoint import OffsetCheckpointFile
+from kcore.log.cleaner_round import CleaningRound
 from kcore.log.config import LogConfig
 from kcore.log.errors import LogError
 from kcore.log.log_dirs import MetaProperties, read_partition_metadata
@@ -509,7 +510,9 @@ def test_log_manager_cleaner_compacts_a_due_log_and_then_backs_off(tmp_path):
     plog = manager.get_or_create_log("t", 0, TOPIC_ID, T0)
     fill(plog, 10)  # keys k0, k1 ten times over, in several segments
     plog.update_high_watermark(plog.log_end_offset)
-    assert manager.maintenance_period_ms() == 15_000
+    assert manager.cleaner_wait_ms(T0) == 0
+    assert manager.maintain(T0) is None  # maintain does not clean: begin_cleaning does
+    assert ("t", 0) not in manager.cleaner.checkpoints
 
     manager.tick(T0)
     dirty = manager.cleaner.checkpoints[("t", 0)]
@@ -519,6 +522,7 @@ def test_log_manager_cleaner_compacts_a_due_log_and_then_backs_off(tmp_path):
     plog.update_high_watermark(plog.log_end_offset)
     manager.tick(T0 + 1)  # the last round cleaned: the cleaner looks again at once
     manager.tick(T0 + 2)  # nothing was due at T0 + 1: the cleaner waits for its backoff
+    assert manager.cleaner_wait_ms(T0 + 2) == 15_000
     before = manager.cleaner.checkpoints[("t", 0)]
     fill(plog, 10)
     plog.update_high_watermark(plog.log_end_offset)
@@ -566,7 +570,7 @@ def test_log_manager_cleaner_marks_a_failing_log_uncleanable(tmp_path, monkeypat
         calls.append(1)
         raise LogError("unreadable segment")
 
-    monkeypatch.setattr(manager.cleaner, "clean", broken)
+    monkeypatch.setattr(CleaningRound, "_build_offset_map", broken)
     manager.tick(T0)
     manager.tick(T0 + 5_000)
     assert len(calls) == 1  # not tried again

@@ -217,20 +217,22 @@ def register(registry: HandlerRegistry) -> None:
         if not authz.allowed(ctx, DELETE, GROUP, body.group_id):
             return m.OffsetDeleteResponse(error_code=int(GROUP_DENIED))
         allowed, refused = _split_topics(ctx, READ, body.topics)
-        request = authz.replace(body, topics=allowed) if refused else body
+        # As Kafka's handleOffsetDeleteRequest: a topic or partition not in the metadata
+        # image is UNKNOWN_TOPIC_OR_PARTITION, not "deleted".
+        known, unknown = _split_unknown(ctx, allowed)
+        request = authz.replace(body, topics=known) if refused or unknown else body
         svc = ctx.server.group_coordinator
         version = ctx.version
         response = await svc.call(lambda now: svc.core.delete_offsets(request, version, now))
         if response.error_code == 0:
             R = m.OffsetDeleteResponse
-            response.topics.extend(
-                _every_partition(
-                    refused,
-                    TOPIC_DENIED,
-                    R.OffsetDeleteResponseTopic,
-                    R.OffsetDeleteResponsePartition,
+            for code, topics in ((TOPIC_DENIED, refused), (UNKNOWN, unknown)):
+                response.topics.extend(
+                    _every_partition(
+                        topics, code, R.OffsetDeleteResponseTopic, R.OffsetDeleteResponsePartition
+                    )
                 )
-            )
+            response.topics = _merged(response.topics)
         return response
 
 

@@ -36,6 +36,9 @@ from kcore.server.registry import EncodedResponse, HandlerRegistry
 
 Resp = m.MetadataResponse
 NO_OPERATIONS = -2147483648
+# DescribeCluster's EndpointType (KIP-919).
+ENDPOINT_TYPE_BROKER = 1
+ENDPOINT_TYPE_CONTROLLER = 2
 
 
 def brokers_on_listener(image, listener_name: str) -> list[tuple[int, str, int, str | None]]:
@@ -216,15 +219,38 @@ def register(registry: HandlerRegistry) -> None:
         broker = ctx.server
         image = broker.metadata_image
         Desc = m.DescribeClusterResponse
+        # As Kafka's AuthHelper.computeDescribeClusterResponse: a broker listener serves the
+        # BROKER endpoint type (1) only; CONTROLLER (2) is MISMATCHED_ENDPOINT_TYPE, anything
+        # else UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0, which cannot carry one).
+        if body.endpoint_type != ENDPOINT_TYPE_BROKER:
+            if ctx.version == 0:
+                code = ErrorCode.INVALID_REQUEST
+            elif body.endpoint_type == ENDPOINT_TYPE_CONTROLLER:
+                code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            else:
+                code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            return Desc(
+                error_code=int(code),
+                error_message=f"this is a broker endpoint, not of type {body.endpoint_type}",
+            )
         response = Desc(
             cluster_id=broker.cluster_id or "",
             controller_id=broker.controller_id_for_clients(),
-            endpoint_type=body.endpoint_type if ctx.version >= 1 else 1,
+            endpoint_type=ENDPOINT_TYPE_BROKER,
         )
-        for node_id, host, port, rack in brokers_on_listener(image, ctx.listener_name):
-            response.brokers.append(
-                Desc.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
-            )
+        fenced = ctx.version >= 2 and body.include_fenced_brokers
+        for b in sorted(image.cluster.brokers.values(), key=lambda b: b.id):
+            endpoint = b.listener(ctx.listener_name)
+            if endpoint is not None and (fenced or not b.fenced):
+                response.brokers.append(
+                    Desc.DescribeClusterBroker(
+                        broker_id=b.id,
+                        host=endpoint.host,
+                        port=endpoint.port,
+                        rack=b.rack,
+                        is_fenced=b.fenced,
+                    )
+                )
         if body.include_cluster_authorized_operations:
             response.cluster_authorized_operations = _cluster_operations(ctx)
         return response

@@ -12,6 +12,7 @@ topic's partitions answer TOPIC_AUTHORIZATION_FAILED and are not touched.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from kcore.log.partition_log import FetchIsolation, PartitionLog
 from kcore.log.producer_state import AppendOrigin
@@ -91,7 +92,10 @@ def list_offset(partition, timestamp: int, isolation_level: int, replica_id: int
     else:
         upper = plog.high_watermark
     if timestamp == LATEST:
-        offset, ts = upper, -1
+        # The partition's leader epoch, as Kafka's Partition.fetchOffsetForTimestamp (its
+        # becoming leader starts the epoch in the log's cache; kcore's logs learn an epoch at
+        # its first append, so a leader elected since then is not in the cache yet).
+        return upper, -1, partition.leader_epoch
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         offset, ts = plog.log_start_offset, -1
     elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -155,7 +159,13 @@ def register(registry: HandlerRegistry) -> None:
     async def list_offsets(ctx, body: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
         allowed = _allowed_topics(ctx, AclOperation.DESCRIBE, (t.name for t in body.topics))
 
+        # As Kafka's ReplicaManager.fetchOffset: a partition asked twice is answered
+        # INVALID_REQUEST each time, and not looked up.
+        asked = Counter((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+
         def answer(partition, p, entry) -> None:
+            if asked[(partition.topic, p.partition_index)] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "partition asked more than once")
             offset, ts, epoch = list_offset(
                 partition, p.timestamp, body.isolation_level, body.replica_id
             )
@@ -215,6 +225,11 @@ def register(registry: HandlerRegistry) -> None:
             if replicas.write_guard is not None:  # mirror topics are read-only (D-18)
                 replicas.write_guard(partition, AppendOrigin.CLIENT)
             plog = partition.log
+            if not plog.config.delete:  # as Kafka's Partition.deleteRecordsOnLeader
+                raise KafkaError(
+                    ErrorCode.POLICY_VIOLATION,
+                    f"records of {plog.name} cannot be deleted: cleanup.policy has no delete",
+                )
             target = plog.high_watermark if p.offset == -1 else p.offset
             if target < 0:
                 raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {p.offset}")
