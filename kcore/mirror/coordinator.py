@@ -62,6 +62,7 @@ __all__ = [
     "PartitionMirrorState",
     "StateUpdate",
     "derive",
+    "write_mirror_states_answer",
 ]
 
 S = MirrorPartitionState
@@ -392,7 +393,6 @@ class ClusterMirrorCoordinator:
     def write_mirror_states(self, req: m.WriteMirrorStatesRequest) -> m.WriteMirrorStatesResponse:
         """Handle WriteMirrorStates: all or nothing; an error is top-level and on every
         partition (nothing was written)."""
-        R = m.WriteMirrorStatesResponse
         updates = [
             StateUpdate(
                 t.name,
@@ -406,25 +406,34 @@ class ClusterMirrorCoordinator:
             for t in req.topics
             for p in t.partitions
         ]
-        code, message = 0, None
         try:
             self.write_states(req.mirror_name, updates, req.stopped_topics)
         except KafkaError as e:
-            code, message = int(e.code), e.message
-        return R(
-            error_code=code,
-            error_message=message,
-            topics=[
-                R.TopicResult(
-                    name=t.name,
-                    partitions=[
-                        R.PartitionResult(partition_index=p.partition_index, error_code=code)
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ],
-        )
+            return write_mirror_states_answer(req, e)
+        return write_mirror_states_answer(req)
+
+
+def write_mirror_states_answer(
+    req: m.WriteMirrorStatesRequest, error: KafkaError | None = None
+) -> m.WriteMirrorStatesResponse:
+    """The WriteMirrorStates answer to ``req``: success, or ``error`` at the top level and on
+    every partition (a write is all or nothing)."""
+    R = m.WriteMirrorStatesResponse
+    code = 0 if error is None else int(error.code)
+    return R(
+        error_code=code,
+        error_message=None if error is None else error.message,
+        topics=[
+            R.TopicResult(
+                name=t.name,
+                partitions=[
+                    R.PartitionResult(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
 
 
 def _validate(updates: list[StateUpdate]) -> None:

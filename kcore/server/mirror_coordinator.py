@@ -1,0 +1,138 @@
+"""The Trio shell of the ClusterMirrorCoordinator: its log, its partitions, its clock.
+
+Theory of operation
+-------------------
+The pure :class:`~kcore.mirror.coordinator.ClusterMirrorCoordinator` holds and validates the
+state of every mirror partition; this shell gives it, through
+:class:`~kcore.server.coordinator_shell.CoordinatorShell`:
+
+* **a log.** ``append(partition, records)`` encodes the records
+  (:mod:`kcore.mirror.records`) into one uncompressed batch appended to
+  ``__mirror_state-<partition>`` with ``acks=all``, synchronously. A write is answered (and the
+  local methods return) only once the partition's high watermark covers it: a transition is
+  persisted before it takes effect (M-46) and survives a leader change. Past
+  :data:`APPEND_TIMEOUT_S` the answer is COORDINATOR_NOT_AVAILABLE (retriable).
+* **partitions.** After every metadata change the broker calls ``leadership_changed``: newly led
+  ``__mirror_state`` partitions are replayed from their log start (the topic is never
+  compacted, D-07) while their mirrors answer COORDINATOR_LOAD_IN_PROGRESS; lost ones are
+  dropped at once (M-10). A failed load answers NOT_COORDINATOR and is retried.
+* **a clock.** The core has no timers yet; the shared timer loop runs for when it does.
+
+Two ways in (M-11): the ReadMirrorStates / WriteMirrorStates handlers
+(:mod:`kcore.server.handlers.mirror_states`) for a remote broker, and :meth:`read_states`,
+:meth:`write_states`, :meth:`write_last_mirror_epochs`, :meth:`delete_mirror` for code on this
+broker when it is the mirror's coordinator (:meth:`is_coordinator`); elsewhere
+:mod:`kcore.client.mirror_states` finds the coordinator and asks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import trio
+
+from kcore.mirror import records as rec
+from kcore.mirror.coordinator import (
+    ClusterMirrorCoordinator,
+    MirrorCoordinatorConfig,
+    PartitionMirrorState,
+    StateUpdate,
+    write_mirror_states_answer,
+)
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.server.coordinator_shell import CoordinatorShell
+
+# As the transaction coordinator's appends: Kafka bounds them by request.timeout.ms (30 s).
+APPEND_TIMEOUT_S = 30.0
+
+
+class MirrorCoordinatorService(CoordinatorShell):
+    """See the module docstring. ``writer`` and ``clock`` as in :class:`CoordinatorShell`."""
+
+    topic = rec.MIRROR_STATE
+    name = "cluster mirror coordinator"
+
+    def __init__(self, broker, *, writer=None, clock=None) -> None:
+        super().__init__(broker, writer=writer, clock=clock)
+        partitions = broker.config.value("mirror.state.topic.num.partitions")
+        self.core = ClusterMirrorCoordinator(MirrorCoordinatorConfig(partitions), self._append)
+        self.append_timeout_s = APPEND_TIMEOUT_S
+
+    # -- local access (M-11) ------------------------------------------------------------------
+
+    def is_coordinator(self, mirror_name: str) -> bool:
+        """Whether this broker serves ``mirror_name``'s state now (loaded, not loading)."""
+        return self.core.partition_for(mirror_name) in self.core.owned_partitions()
+
+    async def read_states(
+        self, mirror_name: str, topics: Mapping[str, Iterable[int]] | None = None
+    ) -> dict[tuple[str, int], PartitionMirrorState]:
+        """:meth:`ClusterMirrorCoordinator.read_states`; raises KafkaError (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, ...)."""
+        return self.core.read_states(mirror_name, topics)
+
+    async def write_states(
+        self, mirror_name: str, updates: Iterable[StateUpdate], stopped_topics: Iterable[str] = ()
+    ) -> None:
+        """Persist transitions; returns once they are durable. Raises KafkaError."""
+        updates, stopped = list(updates), list(stopped_topics)
+        await self._durably(lambda now: self.core.write_states(mirror_name, updates, stopped))
+
+    async def write_last_mirror_epochs(
+        self, mirror_name: str, epochs: Mapping[tuple[str, int], int]
+    ) -> None:
+        """Persist last mirror epochs (D-09); returns once durable. Raises KafkaError."""
+        await self._durably(lambda now: self.core.write_last_mirror_epochs(mirror_name, epochs))
+
+    async def delete_mirror(self, mirror_name: str) -> None:
+        """Tombstone the mirror's state (D-29); returns once durable. Raises KafkaError."""
+        await self._durably(lambda now: self.core.delete_mirror(mirror_name))
+
+    async def _durably(self, operation: Callable[[int], Any]) -> Any:
+        result, ends = self._run_on_core(operation)
+        if ends and not await self._wait_written(ends, self.append_timeout_s):
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"the {rec.MIRROR_STATE} write was not replicated in {self.append_timeout_s} s",
+            )
+        return result
+
+    # -- the RPCs (remote access) -------------------------------------------------------------
+
+    async def handle_read(self, request: m.ReadMirrorStatesRequest) -> m.ReadMirrorStatesResponse:
+        return self.core.read_mirror_states(request)
+
+    async def handle_write(
+        self, request: m.WriteMirrorStatesRequest
+    ) -> m.WriteMirrorStatesResponse:
+        try:
+            return await self._durably(lambda now: self.core.write_mirror_states(request))
+        except KafkaError as e:  # written, but not replicated in time
+            return write_mirror_states_answer(request, e)
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def _append(self, partition: int, records: list) -> None:
+        self._append_batch(partition, records, rec.encode)
+
+    def _begin_loading(self, index: int, epoch: int) -> None:
+        self.core.begin_loading(index)
+
+    def _replay_batch(self, index: int, batch) -> int:
+        """Replay one batch of ``__mirror_state-<index>``; returns the records replayed. The
+        coordinator writes no control or transactional batches; any found are skipped."""
+        if batch.is_control:
+            return 0
+        count = 0
+        for record in batch.records():
+            self.core.replay(index, rec.decode(record.key, record.value))
+            count += 1
+        return count
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._loader)
+            task_status.started()
+            await self._run_timer()
