@@ -20,25 +20,7 @@ from kcore.mirror.state import MirrorPartitionState as S
 from kcore.record.batch import RecordBatch
 from kcore.record.records import RecordBatchBuilder
 
-from .dump_log import dump_lines
-
-# spec §8.4, verbatim: the batch and record lines of the two records of the example.
-DUMP_EXAMPLE = [
-    "baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
-    "producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
-    "deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1771239071191 size: 98 magic: 2 "
-    "compresscodec: none crc: 3314855113 isvalid: true",
-    "| offset: 0 CreateTime: 1771239071191 keySize: 13 valueSize: 17 sequence: -1 headerKeys: [] "
-    'key: {"type":"2","data":{"mirrorName":"my-mirror"}} '
-    'payload: {"version":"0","data":{"topicName":"my-topic","partition":0,"state":0}}',
-    "baseOffset: 1 lastOffset: 1 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
-    "producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
-    "deleteHorizonMs: OptionalLong.empty position: 98 CreateTime: 1771239071219 size: 98 "
-    "magic: 2 compresscodec: none crc: 3968746657 isvalid: true",
-    "| offset: 1 CreateTime: 1771239071219 keySize: 13 valueSize: 17 sequence: -1 headerKeys: [] "
-    'key: {"type":"2","data":{"mirrorName":"my-mirror"}} '
-    'payload: {"version":"0","data":{"topicName":"my-topic","partition":0,"state":1}}',
-]
+from .dump_log import DUMP_EXAMPLE, dump_lines
 
 
 def example_segment() -> bytes:
