@@ -33,8 +33,22 @@ _READ_MIRROR_STATES_KEY = 103
 _WRITE_MIRROR_STATES_KEY = 104
 
 
-def _top_level_error(response: Any, version: int) -> int:
-    return response.error_code
+async def _at_mirror_coordinator(
+    client: KafkaClient, mirror_name: str, api_key: int, request: Any, attempts: int
+) -> Any:
+    async def build(version: int) -> Any:
+        return request
+
+    response, _ = await at_coordinator(
+        client,
+        mirror_name,
+        api_key,
+        build,
+        lambda response, version: response.error_code,
+        attempts,
+        CoordinatorType.CLUSTER_MIRROR,
+    )
+    return response
 
 
 async def read_mirror_states(
@@ -56,19 +70,9 @@ async def read_mirror_states(
         ],
     )
 
-    async def build(version: int) -> R:
-        return request
-
-    response, _ = await at_coordinator(
-        client,
-        mirror_name,
-        _READ_MIRROR_STATES_KEY,
-        build,
-        _top_level_error,
-        attempts,
-        CoordinatorType.CLUSTER_MIRROR,
+    return await _at_mirror_coordinator(
+        client, mirror_name, _READ_MIRROR_STATES_KEY, request, attempts
     )
-    return response
 
 
 async def write_mirror_states(
@@ -105,16 +109,6 @@ async def write_mirror_states(
         stopped_topics=list(stopped_topics),
     )
 
-    async def build(version: int) -> W:
-        return request
-
-    response, _ = await at_coordinator(
-        client,
-        mirror_name,
-        _WRITE_MIRROR_STATES_KEY,
-        build,
-        _top_level_error,
-        attempts,
-        CoordinatorType.CLUSTER_MIRROR,
+    return await _at_mirror_coordinator(
+        client, mirror_name, _WRITE_MIRROR_STATES_KEY, request, attempts
     )
-    return response

@@ -168,7 +168,7 @@ class CoordinatorShell:
     A subclass sets :attr:`topic` and :attr:`name` (for logs), builds ``self.core`` after
     calling ``__init__`` (the core's ``append`` usually calls :meth:`_append_batch`), and
     implements :meth:`_begin_loading` and :meth:`_replay_batch`; it may hook
-    :meth:`_after_tick`. Its ``run`` starts :meth:`_loader` and then awaits :meth:`_run_timer`.
+    :meth:`_after_tick`. :meth:`run` starts :meth:`_loader` and then awaits :meth:`_run_timer`.
 
     ``writer`` (default: the broker's :class:`ReplicaPartitionWriter`) is the internal topic;
     ``clock`` (default: the broker's) gives the wall-clock time of records and of the core.
@@ -348,6 +348,13 @@ class CoordinatorShell:
         )
 
     # -- the clock ----------------------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The loader and the timer, until cancelled; started once both run."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._loader)
+            task_status.started()
+            await self._run_timer()
 
     def _after_tick(self, now: int) -> None:
         """Run after every wake-up of the timer (and any tick); nothing by default."""

@@ -164,14 +164,6 @@ class GroupCoordinatorService(CoordinatorShell):
             count += 1
         return count
 
-    # -- the clock ----------------------------------------------------------------------------
-
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._loader)
-            task_status.started()
-            await self._run_timer()
-
 
 def _mark_timed_out(response: Any) -> None:
     """Put REQUEST_TIMED_OUT where the response carries its errors."""

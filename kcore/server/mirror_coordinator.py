@@ -30,8 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import trio
-
 from kcore.mirror import records as rec
 from kcore.mirror.coordinator import (
     ClusterMirrorCoordinator,
@@ -130,9 +128,3 @@ class MirrorCoordinatorService(CoordinatorShell):
             self.core.replay(index, rec.decode(record.key, record.value))
             count += 1
         return count
-
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._loader)
-            task_status.started()
-            await self._run_timer()

@@ -31,6 +31,8 @@ from kcore.server.config import BrokerConfig
 from kcore.server.node import build_node
 from kcore.testing import EmbeddedCluster, free_port
 
+from . import embedded
+
 pytestmark = pytest.mark.timeout(120)
 
 CONFIG = {"mirror.state.topic.num.partitions": "3"}
@@ -86,20 +88,7 @@ def _log_end(broker, index: int) -> int:
     return broker.replica_manager.partitions[(rec.MIRROR_STATE, index)].log.log_end_offset
 
 
-def with_broker(test, config=CONFIG):
-    def run():
-        async def main():
-            async with (
-                EmbeddedCluster(config=config) as cluster,
-                KafkaClient([cluster.bootstrap_servers]) as client,
-            ):
-                await client.refresh_metadata()
-                await test(cluster, client)
-
-        trio.run(main)
-
-    run.__name__ = test.__name__
-    return run
+with_broker = embedded.with_broker(CONFIG)
 
 
 @with_broker
