@@ -31,9 +31,15 @@ them (tagged fields), and when absent the coordinator derives them (:func:`deriv
 that the coordinator knows to STOPPED. Deleting a mirror writes a tombstone of both its keys
 (D-29); the replay drops it.
 
-Not done here: D-07's optional compaction by snapshot (write the full state, then DeleteRecords
-below it once the partition grows past a threshold). Transitions are rare, so a partition holds
-a few records per partition and transition; the replay reads them all.
+**Snapshots** (D-07's optional compaction): the core counts the records of each partition from
+its log start. Once a write takes the count to ``snapshot_after_records`` and past twice the
+size of the partition's live state, it appends the whole state of the partition's mirrors as
+one batch (every partition state, and all last mirror epochs, of every mirror) and calls
+``delete_before(partition, base offset of that batch)``: the shell deletes the older records
+(DeleteRecords) once the snapshot is durable. Replaying the older records and then the snapshot
+gives the same state as the snapshot alone, so a snapshot that is written but whose deletion
+never happens (a crash, a leadership change) is harmless. A partition whose mirrors were all
+deleted has no state to snapshot and keeps its records until a later snapshot.
 
 Pure: no I/O; time only as passed in. Not thread-safe: the shell calls it from one task.
 """
@@ -69,8 +75,11 @@ S = MirrorPartitionState
 E = ErrorCode
 TopicPartition = tuple[str, int]
 
-# append(__mirror_state partition, records): one batch, synchronously; raises KafkaError.
-Append = Callable[[int, list[Record]], None]
+# append(__mirror_state partition, records) -> the batch's base offset (None: not known): one
+# batch, synchronously; raises KafkaError.
+Append = Callable[[int, list[Record]], int | None]
+# delete_before(partition, offset): records below ``offset`` are no longer needed (a snapshot).
+DeleteBefore = Callable[[int, int], None]
 
 _INT16_MAX = 2**15 - 1
 # A settled state ends a recovery cycle: the retry count and the old reason are cleared.
@@ -79,9 +88,11 @@ _SETTLED = frozenset({S.MIRRORING, S.PAUSED, S.STOPPED})
 
 @dataclass(frozen=True)
 class MirrorCoordinatorConfig:
-    """``mirror.state.topic.num.partitions`` (D-08)."""
+    """``mirror.state.topic.num.partitions`` (D-08) and ``mirror.state.snapshot.records``
+    (0: never snapshot)."""
 
     state_topic_partitions: int = 50
+    snapshot_after_records: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +164,20 @@ class ClusterMirrorCoordinator:
     batch or raises KafkaError. See the module docstring for the contract.
     """
 
-    def __init__(self, config: MirrorCoordinatorConfig, append: Append) -> None:
+    def __init__(
+        self,
+        config: MirrorCoordinatorConfig,
+        append: Append,
+        *,
+        delete_before: DeleteBefore | None = None,
+    ) -> None:
         self.config = config
         self._append = append
+        self._delete_before = delete_before
         self._partitions: dict[int, dict[str, _Mirror]] = {}  # loading or owned
         self._loading: set[int] = set()
         self._owned: set[int] = set()
+        self._records: dict[int, int] = {}  # partition -> records from its log start
 
     def partition_for(self, mirror_name: str) -> int:
         """The ``__mirror_state`` partition of ``mirror_name`` (D-08)."""
@@ -170,6 +189,7 @@ class ClusterMirrorCoordinator:
         """Start loading ``partition``; whatever was held for it before is dropped first."""
         self.unload(partition)
         self._partitions[partition] = {}
+        self._records[partition] = 0
         self._loading.add(partition)
 
     def replay(self, partition: int, record: Record | None) -> None:
@@ -177,6 +197,7 @@ class ClusterMirrorCoordinator:
         broker does not know, is skipped)."""
         if partition not in self._loading:
             raise ValueError(f"__mirror_state-{partition} is not loading")
+        self._records[partition] += 1
         if record is not None:
             self._apply(self._partitions[partition], record)
 
@@ -190,6 +211,7 @@ class ClusterMirrorCoordinator:
     def unload(self, partition: int) -> None:
         """Leadership of ``partition`` moved (or its load failed): drop its state (M-10)."""
         self._partitions.pop(partition, None)
+        self._records.pop(partition, None)
         self._loading.discard(partition)
         self._owned.discard(partition)
 
@@ -323,6 +345,25 @@ class ClusterMirrorCoordinator:
             return  # unloaded by the append itself (a leadership change): the log has them
         for record in records:
             self._apply(mirrors, record)
+        self._records[partition] += len(records)
+        self._maybe_snapshot(partition, mirrors)
+
+    def _maybe_snapshot(self, partition: int, mirrors: dict[str, _Mirror]) -> None:
+        """Write the partition's whole state once its log has grown enough (D-07)."""
+        threshold = self.config.snapshot_after_records
+        count = self._records[partition]
+        if not threshold or count < threshold:
+            return
+        snapshot = _full_state(mirrors)
+        if not snapshot or count < 2 * len(snapshot):
+            return
+        try:
+            base = self._append(partition, snapshot)
+        except KafkaError:
+            return  # the state is as it was; the next write tries again
+        self._records[partition] = len(snapshot)
+        if base is not None and self._delete_before is not None:
+            self._delete_before(partition, base)
 
     # -- applying records ----------------------------------------------------------------------
 
@@ -434,6 +475,16 @@ def write_mirror_states_answer(
             for t in req.topics
         ],
     )
+
+
+def _full_state(mirrors: dict[str, _Mirror]) -> list[Record]:
+    """Records that rebuild ``mirrors`` from nothing: per mirror, its epochs, then its states."""
+    out: list[Record] = []
+    for name, mirror in sorted(mirrors.items()):
+        if mirror.epochs:
+            out.append(LastMirrorEpochsRecord(name, dict(mirror.epochs)))
+        out += [mirror.states[tp] for tp in sorted(mirror.states)]
+    return out
 
 
 def _validate(updates: list[StateUpdate]) -> None:

@@ -119,6 +119,11 @@ class PartitionWriter(Protocol):
         """:func:`wait_for_high_watermarks` over these partitions."""
         ...
 
+    def delete_records_before(self, topic: str, index: int, offset: int, now_ms: int) -> int:
+        """DeleteRecords: move the log start up to ``offset`` (at most the high watermark) and
+        drop the segments wholly below it; the new log start. Raises KafkaError."""
+        ...
+
 
 class ReplicaPartitionWriter:
     """:class:`PartitionWriter` over the broker's replica manager and purgatory (thin, so it
@@ -161,6 +166,13 @@ class ReplicaPartitionWriter:
     ) -> set[TopicPartition]:
         return await wait_for_high_watermarks(self.purgatory, self.high_watermark, waits, timeout_s)
 
+    def delete_records_before(self, topic: str, index: int, offset: int, now_ms: int) -> int:
+        partition = self.replicas.partition_or_error(topic, index)
+        partition.check_leader_epoch(-1, require_leader=True)
+        start = partition.log.increment_log_start_offset(offset)
+        partition.log.delete_segments_below_log_start(now_ms)
+        return start
+
 
 class CoordinatorShell:
     """Base of a coordinator's Trio shell over the internal topic :attr:`topic`.
@@ -190,6 +202,7 @@ class CoordinatorShell:
         self._appended_end: dict[int, int] = {}  # partition -> log end after our last append
         self._written: list[tuple[int, int]] | None = None  # appends of the running operation
         self._load_failures: dict[int, int] = {}  # partition -> failed loads in a row
+        self._nursery: trio.Nursery | None = None  # run()'s, for background work
         self._load_send, self._load_receive = trio.open_memory_channel[tuple[int, int]](math.inf)
 
     def now_ms(self) -> int:
@@ -227,11 +240,12 @@ class CoordinatorShell:
         records: list,
         encode: Callable[[Any], tuple[bytes | None, bytes | None]],
         builder: RecordBatchBuilder | None = None,
-    ) -> None:
+    ) -> int | None:
         """Append ``records`` (each ``encode``d to key and value) as one batch of ``builder``
-        (a plain one by default), synchronously; KafkaError when the log refuses it."""
+        (a plain one by default), synchronously; the batch's base offset (None when nothing
+        was appended). KafkaError when the log refuses it."""
         if not records:
-            return
+            return None
         now = self.now_ms()
         builder = builder if builder is not None else RecordBatchBuilder()
         for record in records:
@@ -241,6 +255,7 @@ class CoordinatorShell:
         self._appended_end[partition] = end
         if self._written is not None:
             self._written.append((partition, end))
+        return end - len(records)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -352,9 +367,13 @@ class CoordinatorShell:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The loader and the timer, until cancelled; started once both run."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._loader)
             task_status.started()
-            await self._run_timer()
+            try:
+                await self._run_timer()
+            finally:
+                self._nursery = None
 
     def _after_tick(self, now: int) -> None:
         """Run after every wake-up of the timer (and any tick); nothing by default."""

@@ -16,6 +16,8 @@ state of every mirror partition; this shell gives it, through
   ``__mirror_state`` partitions are replayed from their log start (the topic is never
   compacted, D-07) while their mirrors answer COORDINATOR_LOAD_IN_PROGRESS; lost ones are
   dropped at once (M-10). A failed load answers NOT_COORDINATOR and is retried.
+* **snapshots** (D-07): when the core has written a snapshot of a partition's whole state, the
+  records below it are deleted (DeleteRecords on ``__mirror_state``) once it is durable.
 * **a clock.** The core has no timers yet; the shared timer loop runs for when it does.
 
 Two ways in (M-11): the ReadMirrorStates / WriteMirrorStates handlers
@@ -54,8 +56,13 @@ class MirrorCoordinatorService(CoordinatorShell):
 
     def __init__(self, broker, *, writer=None, clock=None) -> None:
         super().__init__(broker, writer=writer, clock=clock)
-        partitions = broker.config.value("mirror.state.topic.num.partitions")
-        self.core = ClusterMirrorCoordinator(MirrorCoordinatorConfig(partitions), self._append)
+        config = MirrorCoordinatorConfig(
+            state_topic_partitions=broker.config.value("mirror.state.topic.num.partitions"),
+            snapshot_after_records=broker.config.value("mirror.state.snapshot.records"),
+        )
+        self.core = ClusterMirrorCoordinator(
+            config, self._append, delete_before=self._delete_before
+        )
         self.append_timeout_s = APPEND_TIMEOUT_S
 
     # -- local access (M-11) ------------------------------------------------------------------
@@ -112,8 +119,27 @@ class MirrorCoordinatorService(CoordinatorShell):
 
     # -- the log ------------------------------------------------------------------------------
 
-    def _append(self, partition: int, records: list) -> None:
-        self._append_batch(partition, records, rec.encode)
+    def _append(self, partition: int, records: list) -> int | None:
+        return self._append_batch(partition, records, rec.encode)
+
+    def _delete_before(self, partition: int, offset: int) -> None:
+        """The core wrote a snapshot at ``offset``: delete what is below, once it is durable."""
+        end = self._appended_end.get(partition)
+        if self._nursery is not None and end is not None:
+            self._nursery.start_soon(self._delete_when_durable, partition, offset, end)
+
+    async def _delete_when_durable(self, partition: int, offset: int, end: int) -> None:
+        """Never fails the shell: a deletion that does not happen leaves a longer replay."""
+        try:
+            if await self._wait_written({partition: end}, self.append_timeout_s):
+                start = self.writer.delete_records_before(
+                    self.topic, partition, offset, self.now_ms()
+                )
+                self._log.info("%s: %s-%d starts at %d", self.name, self.topic, partition, start)
+        except KafkaError as e:  # leadership moved: the next snapshot deletes instead
+            self._log.info("%s: not deleting below a snapshot: %s", self.name, e)
+        except Exception:
+            self._log.exception("%s: deleting below a snapshot failed", self.name)
 
     def _begin_loading(self, index: int, epoch: int) -> None:
         self.core.begin_loading(index)

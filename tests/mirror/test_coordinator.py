@@ -23,24 +23,38 @@ PARTITIONS = 5
 
 
 class Log:
-    """``__mirror_state`` as lists of batches of encoded (key, value) pairs, per partition."""
+    """``__mirror_state`` as batches of encoded (key, value) pairs at their offsets, per
+    partition; ``delete_before`` is DeleteRecords."""
 
     def __init__(self) -> None:
-        self.batches: dict[int, list[list[tuple[bytes, bytes | None]]]] = {}
+        self.batches: dict[int, list[tuple[int, list[tuple[bytes, bytes | None]]]]] = {}
+        self.ends: dict[int, int] = {}
         self.refuse: KafkaError | None = None
 
-    def append(self, partition: int, records) -> None:
+    def append(self, partition: int, records) -> int:
         if self.refuse is not None:
             raise self.refuse
-        self.batches.setdefault(partition, []).append([rec.encode(r) for r in records])
+        base = self.ends.get(partition, 0)
+        self.batches.setdefault(partition, []).append((base, [rec.encode(r) for r in records]))
+        self.ends[partition] = base + len(records)
+        return base
+
+    def delete_before(self, partition: int, offset: int) -> None:
+        kept = [(b, batch) for b, batch in self.batches[partition] if b >= offset]
+        assert kept and kept[0][0] == offset, "a snapshot starts a batch"
+        self.batches[partition] = kept
 
     def records(self, partition: int):
-        return [rec.decode(k, v) for batch in self.batches.get(partition, []) for k, v in batch]
+        return [rec.decode(k, v) for _, batch in self.batches.get(partition, []) for k, v in batch]
 
 
-def loaded(log: Log) -> ClusterMirrorCoordinator:
+def loaded(log: Log, snapshot_after: int = 0) -> ClusterMirrorCoordinator:
     """A coordinator that owns every partition, replayed from ``log``."""
-    core = ClusterMirrorCoordinator(MirrorCoordinatorConfig(PARTITIONS), log.append)
+    core = ClusterMirrorCoordinator(
+        MirrorCoordinatorConfig(PARTITIONS, snapshot_after),
+        log.append,
+        delete_before=log.delete_before,
+    )
     for p in range(PARTITIONS):
         core.begin_loading(p)
         for record in log.records(p):
@@ -225,6 +239,27 @@ def test_coordinator_refused_append_leaves_memory_unchanged(log_error, client_er
     assert core.read_states("m") == before
 
 
+def test_coordinator_snapshot_bounds_the_log_and_deletes_below_it():
+    log = Log()
+    core = loaded(log, snapshot_after=10)
+    p = core.partition_for("m")
+    for i in range(100):
+        core.write_states("m", [StateUpdate("t", i % 2, S.MIRRORING if i % 2 else S.PAUSED)])
+    core.write_last_mirror_epochs("m", {("t", 0): 3})
+    # Never more than the threshold plus the live state (2 partitions + epochs) in the log.
+    assert len(log.records(p)) <= 10 + 3
+    assert log.batches[p][0][0] > 0  # deleted below the last snapshot
+    assert loaded(log).read_states("m") == core.read_states("m")
+    assert core.read_states("m")[("t", 0)].last_mirror_epoch == 3
+
+
+def test_coordinator_no_snapshot_while_the_log_is_mostly_live_state():
+    log = Log()
+    core = loaded(log, snapshot_after=4)
+    core.write_states("m", [StateUpdate("t", i, S.MIRRORING) for i in range(6)])
+    assert len(log.batches[core.partition_for("m")]) == 1  # 6 records, all live: no snapshot
+
+
 def test_coordinator_wire_read_and_write():
     core = loaded(Log())
     W = m.WriteMirrorStatesRequest
@@ -293,10 +328,11 @@ _op = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(_op, max_size=25))
-def test_coordinator_replay_rebuilds_what_the_live_path_served(ops):
+@given(ops=st.lists(_op, max_size=25), snapshot_after=st.sampled_from([0, 1, 4, 10]))
+def test_coordinator_replay_rebuilds_what_the_live_path_served(ops, snapshot_after):
+    """With or without snapshots (and the deletion of what is below them)."""
     log = Log()
-    core = loaded(log)
+    core = loaded(log, snapshot_after)
     for op in ops:
         try:
             if op[0] == "write":
@@ -310,5 +346,11 @@ def test_coordinator_replay_rebuilds_what_the_live_path_served(ops):
     names = ["a", "b", "c", "mirror-7"]
     assert everything(loaded(log), names) == everything(core, names)
     assert loaded(log).owned_mirrors() == core.owned_mirrors()
+    # And a coordinator that took over mid-way, then snapshot and deleted, still agrees.
+    again = loaded(log, snapshot_after)
+    for name in names:
+        again.write_states(name, [StateUpdate("z", 0, S.PAUSED)])
+        core.write_states(name, [StateUpdate("z", 0, S.PAUSED)])
+    assert everything(loaded(log), names) == everything(core, names) == everything(again, names)
     for p in log.batches:  # UNKNOWN is never in the log (M-35)
         assert all(getattr(r, "state", S.MIRRORING) is not S.UNKNOWN for r in log.records(p))

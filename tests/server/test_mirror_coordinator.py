@@ -315,6 +315,52 @@ def test_mirror_coordinator_state_survives_a_restart(tmp_path):
         cluster.stop()
 
 
+def test_mirror_coordinator_snapshot_deletes_older_records_and_reloads(tmp_path):
+    """D-07: past ``mirror.state.snapshot.records`` the coordinator writes the whole state and
+    deletes what is below it; a restart replays from the new log start to the same state."""
+    mirror = _name()
+    config = {**CONFIG, "mirror.state.snapshot.records": "5"}
+    index = rec.partition_for(mirror, 3)
+    cluster = EmbeddedCluster(config=config, data_dir=tmp_path)
+    cluster.start()
+    try:
+
+        async def write():
+            async with KafkaClient([cluster.bootstrap_servers]) as client:
+                for i in range(30):
+                    state = (S.MIRRORING, S.PAUSING, S.PAUSED)[i % 3]
+                    response = await write_mirror_states(
+                        client, mirror, [StateUpdate("t", i % 2, state, last_mirror_epoch=i)]
+                    )
+                    assert response.error_code == 0
+                plog = cluster.broker.replica_manager.partitions[(rec.MIRROR_STATE, index)].log
+                with trio.fail_after(10):
+                    while plog.log_start_offset == 0:
+                        await trio.sleep(0.02)
+                assert plog.log_end_offset - plog.log_start_offset < 15
+                return _states(await read_mirror_states(client, mirror)), plog.log_start_offset
+
+        before, start = cluster._call(write)
+        cluster.restart()
+
+        async def read():
+            async with KafkaClient([cluster.bootstrap_servers]) as client:
+                got = await read_mirror_states(client, mirror)
+                lme = {
+                    (t.name, p.partition_index): p.last_mirror_epoch
+                    for t in got.topics
+                    for p in t.partitions
+                }
+                plog = cluster.broker.replica_manager.partitions[(rec.MIRROR_STATE, index)].log
+                return _states(got), lme, plog.log_start_offset
+
+        after, lme, start_after = cluster._call(read)
+        assert after == before and lme == {("t", 0): 28, ("t", 1): 29}
+        assert start_after >= start > 0
+    finally:
+        cluster.stop()
+
+
 class _SetClock:
     """A wall clock that says what the test sets."""
 
