@@ -18,7 +18,6 @@ from mirror.dump_log import DUMP_EXAMPLE, dump_lines  # tests/mirror
 
 from kcore.client.cluster import KafkaClient
 from kcore.client.mirror_states import read_mirror_states, write_mirror_states
-from kcore.log.log_dirs import random_uuid, uuid_to_base64
 from kcore.metadata.acls import AclOperation as Op
 from kcore.metadata.acls import ResourceType as Rt
 from kcore.mirror import records as rec
@@ -26,10 +25,7 @@ from kcore.mirror.coordinator import StateUpdate
 from kcore.mirror.state import MirrorPartitionState as S
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode as E
-from kcore.server.broker import ensure_formatted
-from kcore.server.config import BrokerConfig
-from kcore.server.node import build_node
-from kcore.testing import EmbeddedCluster, free_port
+from kcore.testing import EmbeddedCluster
 
 from . import embedded
 
@@ -410,53 +406,14 @@ def test_mirror_coordinator_segment_on_disk_is_the_spec_dump_example(tmp_path):
 # -- three nodes: the coordinator is another broker ---------------------------------------------
 
 
-def _three_node_configs(tmp_path) -> list[BrokerConfig]:
-    ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
-    configs = []
-    for i, (port, cport) in ports.items():
-        configs.append(
-            BrokerConfig(
-                {
-                    "node.id": str(i),
-                    "process.roles": "broker,controller",
-                    "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                    "controller.listener.names": "CONTROLLER",
-                    "controller.quorum.voters": voters,
-                    "log.dirs": str(tmp_path / f"node{i}"),
-                    "broker.heartbeat.interval.ms": "100",
-                    "mirror.state.topic.num.partitions": "3",
-                    # kcore does not replicate followers yet: one replica each, so every
-                    # partition has a leader whose high watermark moves.
-                    "mirror.state.topic.replication.factor": "1",
-                }
-            )
-        )
-    cluster_id = uuid_to_base64(random_uuid())
-    for config in configs:
-        ensure_formatted(config, cluster_id)
-    return configs
-
-
-def test_mirror_coordinator_three_nodes_wrong_broker_then_helper_finds_it(tmp_path):
-    configs = _three_node_configs(tmp_path)
-    bootstrap = [f"127.0.0.1:{c.listeners[0].port}" for c in configs]
-
+def test_mirror_coordinator_three_nodes_wrong_broker_then_helper_finds_it():
     async def main():
-        nodes = [build_node(c) for c in configs]
-        with trio.fail_after(90):
-            async with trio.open_nursery() as nursery:
-                for node in nodes:
-                    nursery.start_soon(node.run)
-                try:
-                    for node in nodes:
-                        await node.ready.wait()
-                    async with KafkaClient(bootstrap) as client:
-                        await client.refresh_metadata()
-                        await _three_nodes(client, nodes)
-                finally:
-                    for node in nodes:
-                        node.request_stop()
+        async with (
+            EmbeddedCluster(brokers=3, config=CONFIG) as cluster,
+            KafkaClient(cluster.bootstrap_servers.split(",")) as client,
+        ):
+            await client.refresh_metadata()
+            await _three_nodes(client, cluster.brokers)
 
     trio.run(main)
 
