@@ -51,7 +51,6 @@ from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
-from kcore.mirror.admission import UnknownMirrorStates
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import PartitionState
@@ -177,15 +176,15 @@ class KafkaBroker:
             ),
         )
         self.internal_topics = InternalTopics(self)
-        # Cluster mirroring (kcore/server/handlers/cluster_mirrors.py): where the mirror RPCs
-        # read partition states (the ClusterMirrorCoordinator, once wired: a MirrorStateReader)
-        # and per-partition numbers (the mirror fetcher's, once wired: a MirrorStatsProvider).
-        self.mirror_state_reader = UnknownMirrorStates()
-        self.mirror_stats = LocalMirrorStats(self.replica_manager)
         self.group_coordinator = GroupCoordinatorService(self)
         self.transaction_coordinator = TransactionCoordinatorService(self)
-        # Cluster mirroring: the per-partition mirror states in __mirror_state (KIP-1279).
+        # Cluster mirroring (KIP-1279): the per-partition mirror states in __mirror_state; the
+        # mirror RPCs (kcore/server/handlers/cluster_mirrors.py) read partition states through
+        # it (a MirrorStateReader, local or at the coordinator) and per-partition numbers from
+        # the mirror fetcher (once wired: a MirrorStatsProvider).
         self.mirror_coordinator = MirrorCoordinatorService(self)
+        self.mirror_state_reader = self.mirror_coordinator.access
+        self.mirror_stats = LocalMirrorStats(self.replica_manager)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (

@@ -24,7 +24,9 @@ Two ways in (M-11): the ReadMirrorStates / WriteMirrorStates handlers
 (:mod:`kcore.server.handlers.mirror_states`) for a remote broker, and :meth:`read_states`,
 :meth:`write_states`, :meth:`write_last_mirror_epochs`, :meth:`delete_mirror` for code on this
 broker when it is the mirror's coordinator (:meth:`is_coordinator`); elsewhere
-:mod:`kcore.client.mirror_states` finds the coordinator and asks it.
+:mod:`kcore.client.mirror_states` finds the coordinator and asks it. :class:`MirrorStateAccess`
+(``service.access``) picks the one or the other per call, so a caller on any broker simply asks
+it; it is also the broker's :class:`~kcore.mirror.admission.MirrorStateReader`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import trio
+
+from kcore.client.cluster import KafkaClient
+from kcore.client.mirror_states import read_mirror_states, write_mirror_states
 from kcore.mirror import records as rec
 from kcore.mirror.coordinator import (
     ClusterMirrorCoordinator,
@@ -40,6 +46,7 @@ from kcore.mirror.coordinator import (
     StateUpdate,
     write_mirror_states_answer,
 )
+from kcore.mirror.state import MirrorPartitionState
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server.coordinator_shell import CoordinatorShell
@@ -64,6 +71,7 @@ class MirrorCoordinatorService(CoordinatorShell):
             config, self._append, delete_before=self._delete_before
         )
         self.append_timeout_s = APPEND_TIMEOUT_S
+        self.access = MirrorStateAccess(self)
 
     # -- local access (M-11) ------------------------------------------------------------------
 
@@ -119,6 +127,13 @@ class MirrorCoordinatorService(CoordinatorShell):
 
     # -- the log ------------------------------------------------------------------------------
 
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await super().run(task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.access.aclose()
+
     def _append(self, partition: int, records: list) -> int | None:
         return self._append_batch(partition, records, rec.encode)
 
@@ -154,3 +169,85 @@ class MirrorCoordinatorService(CoordinatorShell):
             self.core.replay(index, rec.decode(record.key, record.value))
             count += 1
         return count
+
+
+class MirrorStateAccess:
+    """The state of any mirror from this broker (M-11): the local coordinator when this broker
+    is the mirror's coordinator, otherwise ReadMirrorStates / WriteMirrorStates at the
+    coordinator over this broker's inter-broker listener (the coordinator is looked up again,
+    and the request retried, while it moves or loads). Implements
+    :class:`~kcore.mirror.admission.MirrorStateReader`. Raises KafkaError."""
+
+    def __init__(self, service: MirrorCoordinatorService) -> None:
+        self.service = service
+        self._client: KafkaClient | None = None
+
+    async def read_states(
+        self, mirror: str, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], MirrorPartitionState]:
+        """The state of each partition asked (UNKNOWN where none is recorded)."""
+        full = await self.read_full(mirror, partitions)
+        return {tp: s.state for tp, s in full.items()}
+
+    async def read_full(
+        self, mirror: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], PartitionMirrorState]:
+        """Everything recorded for the partitions asked (every recorded one when None)."""
+        topics = None
+        if partitions is not None:
+            topics = {}
+            for topic, index in partitions:
+                topics.setdefault(topic, []).append(index)
+        if self.service.is_coordinator(mirror):
+            return await self.service.read_states(mirror, topics)
+        if rec.MIRROR_STATE not in self.service.broker.metadata_image.topics.by_name:
+            # No mirror has any state yet; a read does not create the topic (a write does).
+            return {(t, p): PartitionMirrorState() for t, ps in (topics or {}).items() for p in ps}
+        response = await read_mirror_states(await self._remote(), mirror, topics)
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+        return {
+            (t.name, p.partition_index): PartitionMirrorState(
+                MirrorPartitionState.from_code(p.state),
+                MirrorPartitionState.from_code(p.previous_state),
+                p.retry_attempt,
+                p.reason,
+                p.last_mirror_epoch,
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    async def write_states(
+        self, mirror: str, updates: Iterable[StateUpdate], stopped_topics: Iterable[str] = ()
+    ) -> None:
+        """Persist transitions (all or none); returns once they are durable."""
+        updates, stopped = list(updates), list(stopped_topics)
+        if self.service.is_coordinator(mirror):
+            await self.service.write_states(mirror, updates, stopped)
+            return
+        response = await write_mirror_states(await self._remote(), mirror, updates, stopped)
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+
+    async def _remote(self) -> KafkaClient:
+        """A client bootstrapped on this broker's own inter-broker endpoint."""
+        if self._client is None:
+            broker = self.service.broker
+            registration = broker.metadata_image.cluster.brokers.get(broker.node_id)
+            listener = broker.config.inter_broker_listener_name
+            endpoint = None if registration is None else registration.listener(listener)
+            if endpoint is None:
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"this broker has no {listener} endpoint"
+                )
+            self._client = KafkaClient(
+                [f"{endpoint.host}:{endpoint.port}"],
+                client_id=f"kcore-mirror-states-{broker.node_id}",
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -137,6 +137,17 @@ async def test_mirror_coordinator_find_creates_the_topic_then_write_and_read(clu
 
 
 @with_broker
+async def test_mirror_coordinator_reader_answers_unknown_without_creating_the_topic(
+    cluster, client
+):
+    reader = cluster.broker.mirror_state_reader
+    assert await reader.read_states("fresh", [("t", 0)]) == {("t", 0): S.UNKNOWN}
+    assert rec.MIRROR_STATE not in cluster.broker.metadata_image.topics.by_name
+    await reader.write_states("fresh", [StateUpdate("t", 0, S.LOG_TRUNCATION)])  # creates it
+    assert await reader.read_states("fresh", [("t", 0)]) == {("t", 0): S.LOG_TRUNCATION}
+
+
+@with_broker
 async def test_mirror_coordinator_refuses_bad_writes_and_changes_nothing(cluster, client):
     mirror = _name()
     await write_mirror_states(client, mirror, [StateUpdate("t", 0, S.MIRRORING)])
@@ -459,3 +470,15 @@ async def _three_nodes(client: KafkaClient, nodes) -> None:
     assert not by_id[1].mirror_coordinator.is_coordinator(mirror)
     direct = await _retrying(client, coordinator, R(mirror_name=mirror))
     assert _states(direct)[("t", 0)][0] is S.MIRRORING
+
+    # MirrorStateAccess (the broker's MirrorStateReader): remote from node 1, local on the
+    # coordinator; the same answers either way.
+    remote, local = by_id[1].mirror_state_reader, by_id[coordinator].mirror_state_reader
+    await remote.write_states(mirror, [StateUpdate("t", 1, S.FAILED, reason="r")])
+    for access in (remote, local):
+        assert await access.read_states(mirror, [("t", 0), ("t", 1), ("t", 2)]) == {
+            ("t", 0): S.MIRRORING,
+            ("t", 1): S.FAILED,
+            ("t", 2): S.UNKNOWN,
+        }
+        assert (await access.read_full(mirror))[("t", 1)].reason == "r"
