@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 Each coordinator is a pure core over one internal topic (``__consumer_offsets``,
-``__transaction_state``, ``__mirror_state``). Their shells differ in what they encode and what they do around a
-response, but the mechanics below are the same, so they live here once:
+``__transaction_state``, ``__mirror_state``). Their shells differ in what they encode and what
+they do around a response, but the mechanics below are the same, so they live here once:
 
 * **appending.** :meth:`CoordinatorShell._append_batch` builds one uncompressed batch and
   appends it with ``acks=all`` and ``origin=COORDINATOR`` synchronously (the core sees a refused
