@@ -11,6 +11,8 @@ operator tools and the tests.
   FindCoordinator, list/describe/delete groups, fetch/commit/delete offsets.
 * :mod:`kcore.client.transactions` — list/describe transactions (each id at its coordinator),
   describe producers (at the partition leader), abort a hanging transaction (WriteTxnMarkers).
+* :mod:`kcore.client.mirror_states` — ReadMirrorStates / WriteMirrorStates at a cluster
+  mirror's coordinator (FindCoordinator key type 3), retried while it moves or loads.
 * :mod:`kcore.client.errors` — the client's exceptions and response error-code helpers.
 """
 

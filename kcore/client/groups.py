@@ -92,6 +92,7 @@ class CoordinatorType(enum.IntEnum):
     GROUP = 0
     TRANSACTION = 1
     SHARE = 2
+    CLUSTER_MIRROR = 3  # KIP-1279: the key is the mirror name
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,29 +182,32 @@ def backoff_s(client: KafkaClient, attempt: int) -> float:
     return min(client.retry_backoff_max, client.retry_backoff * 2 ** (attempt - 1))
 
 
-async def _at_coordinator(
+async def at_coordinator(
     client: KafkaClient,
-    group: str,
+    key: str,
     api_key: int,
     build: Callable[[int], Awaitable[Message]],
-    group_error: Callable[[Any, int], int],
+    key_error: Callable[[Any, int], int],
     attempts: int,
+    key_type: int = CoordinatorType.GROUP,
 ) -> tuple[Any, int]:
-    """Send ``await build(version)`` to the group's coordinator; ``(response, version)``.
+    """Send ``await build(version)`` to the coordinator of ``key`` (a group id by default, or
+    the key of ``key_type``); ``(response, version)``.
 
-    ``group_error(response, version)`` extracts the code that says whether the coordinator
+    ``key_error(response, version)`` extracts the code that says whether the coordinator
     was the right one; a COORDINATOR_ERRORS code is raised, so that ``client.retry`` finds
-    the coordinator again.
+    the coordinator again, ``attempts`` times in all.
     """
+    what = "group" if key_type == CoordinatorType.GROUP else CoordinatorType(key_type).name
 
     async def attempt() -> tuple[Any, int]:
-        coordinator = await find_coordinator(client, group)
+        coordinator = await find_coordinator(client, key, key_type)
         conn = await client.connection(coordinator.node_id)
         version = conn.version_for(api_key)
         response = await conn.request(await build(version), version)
-        code = group_error(response, version)
+        code = key_error(response, version)
         if code in COORDINATOR_ERRORS:
-            raise KafkaError(code, f"group {group!r} at broker {coordinator.node_id}")
+            raise KafkaError(code, f"{what} {key!r} at broker {coordinator.node_id}")
         return response, version
 
     return await client.retry(attempt, attempts=attempts)
@@ -458,7 +462,7 @@ async def offset_fetch(
             (p.error_code for t in response.topics for p in t.partitions if p.error_code), 0
         )
 
-    response, version = await _at_coordinator(
+    response, version = await at_coordinator(
         client, group, _OFFSET_FETCH_KEY, build, group_error, attempts
     )
     if version >= _TOPIC_ID_VERSION:
@@ -539,7 +543,7 @@ async def offset_commit(
             0,
         )
 
-    response, version = await _at_coordinator(
+    response, version = await at_coordinator(
         client, group, _OFFSET_COMMIT_KEY, build, group_error, attempts
     )
     if version >= _TOPIC_ID_VERSION:
@@ -573,7 +577,7 @@ async def offset_delete(
     async def build(version: int) -> Message:
         return body
 
-    response, _ = await _at_coordinator(
+    response, _ = await at_coordinator(
         client, group, _OFFSET_DELETE_KEY, build, lambda r, v: r.error_code, attempts
     )
     return response

@@ -25,10 +25,11 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+MIRROR_STATE_TOPIC = "__mirror_state"  # the ClusterMirrorCoordinator's (KIP-1279, M-08)
 # Kafka's Topic.INTERNAL_TOPICS: written only by their coordinators, flagged internal in
 # Metadata, never counted as a client's topic in authorization.
 INTERNAL_TOPICS = frozenset(
-    {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC}
+    {CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC, MIRROR_STATE_TOPIC}
 )
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 

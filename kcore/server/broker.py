@@ -13,7 +13,8 @@ Theory of operation
    groups of the ``__consumer_offsets`` partitions this broker leads after every metadata change,
    and the **transaction coordinator** shell (:mod:`kcore.server.transaction_coordinator`), the
    same for ``__transaction_state``, which also holds this broker's producer ids and writes the
-   COMMIT/ABORT markers;
+   COMMIT/ABORT markers; and the **cluster mirror coordinator** shell
+   (:mod:`kcore.server.mirror_coordinator`), the same for ``__mirror_state``;
 4. the **listeners** (:class:`~kcore.server.network.KafkaServer`), broker listeners serving the
    client APIs and controller listeners the Raft and controller APIs;
 5. the **broker lifecycle**: registration with the controller, then heartbeats every
@@ -28,14 +29,13 @@ start scans nothing. A plain cancellation skips the draining but still closes th
 
 Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
 ``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``,
-``transaction_coordinator``, ``internal_topics``, ``authorizer`` (None: no authorizer),
-:meth:`controller_call`, ...
+``transaction_coordinator``, ``mirror_coordinator``, ``internal_topics``, ``authorizer``
+(None: no authorizer), ``partition_writer``, ``clock``, :meth:`controller_call`, ...
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -52,14 +52,15 @@ from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
-from kcore.mirror.admission import UnknownMirrorStates
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import PartitionState
 from kcore.replica.replica_manager import ReplicaManager
+from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
 from kcore.server.controller_service import ControllerService
+from kcore.server.coordinator_shell import ReplicaPartitionWriter
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
 from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
@@ -67,6 +68,7 @@ from kcore.server.handlers.api_versions import UNKNOWN_FINALIZED_FEATURES_EPOCH,
 from kcore.server.handlers.cluster_mirrors import LocalMirrorStats
 from kcore.server.internal_topics import InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
+from kcore.server.mirror_coordinator import MirrorCoordinatorService
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
@@ -83,10 +85,6 @@ MAINTENANCE_MIN_INTERVAL_S = 1.0
 MAINTENANCE_MAX_INTERVAL_S = 10.0
 SHUTDOWN_DRAIN_S = 5.0
 METADATA_TOPIC = "__cluster_metadata"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def ensure_formatted(config: BrokerConfig, cluster_id: str | None = None) -> str:
@@ -117,9 +115,17 @@ def ensure_formatted(config: BrokerConfig, cluster_id: str | None = None) -> str
 class KafkaBroker:
     """One kcore node (see the module docstring)."""
 
-    def __init__(self, config: BrokerConfig, *, quorum_factory: Callable[..., Any]) -> None:
-        """``quorum_factory(broker)`` builds the metadata quorum driver (kcore.raft.driver)."""
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        quorum_factory: Callable[..., Any],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        """``quorum_factory(broker)`` builds the metadata quorum driver (kcore.raft.driver);
+        ``clock`` is the wall clock of the shells (timestamps, the cores' ``now``)."""
         self.config = config
+        self.clock = clock
         self.node_id = config.node_id
         self.cluster_id: str | None = None
         self.incarnation_id = uuid.uuid4()
@@ -147,6 +153,8 @@ class KafkaBroker:
             notify=self.purgatory.notify,
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
         )
+        # The coordinators' view of their internal topics' partitions.
+        self.partition_writer = ReplicaPartitionWriter(self.replica_manager, self.purgatory)
         # authorizer.class.name: Kafka's StandardAuthorizer over this node's metadata image
         # (ACLs in force as soon as the image has them), or None: every request is allowed.
         self.authorizer = build_authorizer(
@@ -169,13 +177,15 @@ class KafkaBroker:
             ),
         )
         self.internal_topics = InternalTopics(self)
-        # Cluster mirroring (kcore/server/handlers/cluster_mirrors.py): where the mirror RPCs
-        # read partition states (the ClusterMirrorCoordinator, once wired: a MirrorStateReader)
-        # and per-partition numbers (the mirror fetcher's, once wired: a MirrorStatsProvider).
-        self.mirror_state_reader = UnknownMirrorStates()
-        self.mirror_stats = LocalMirrorStats(self.replica_manager)
         self.group_coordinator = GroupCoordinatorService(self)
         self.transaction_coordinator = TransactionCoordinatorService(self)
+        # Cluster mirroring (KIP-1279): the per-partition mirror states in __mirror_state; the
+        # mirror RPCs (kcore/server/handlers/cluster_mirrors.py) read partition states through
+        # it (a MirrorStateReader, local or at the coordinator) and per-partition numbers from
+        # the mirror fetcher (once wired: a MirrorStatsProvider).
+        self.mirror_coordinator = MirrorCoordinatorService(self)
+        self.mirror_state_reader = self.mirror_coordinator.access
+        self.mirror_stats = LocalMirrorStats(self.replica_manager)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (
@@ -296,24 +306,19 @@ class KafkaBroker:
             raise KafkaError(result.error_code, result.error_message)
 
     async def wait_for_high_watermarks(self, waits, timeout_s: float) -> None:
-        """acks=all: wait until each partition's HW passes the appended offsets."""
-        with trio.move_on_after(max(timeout_s, 0)) as scope:
-            for topic, index, required, _entry in waits:
-                while True:
-                    partition = self.replica_manager.partitions.get((topic, index))
-                    if partition is None or partition.log.high_watermark >= required:
-                        break
-                    await self.purgatory.wait([(topic, index)], timeout_s)
-        if scope.cancelled_caught:
-            for topic, index, required, entry in waits:
-                partition = self.replica_manager.partitions.get((topic, index))
-                if partition is not None and partition.log.high_watermark < required:
-                    entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+        """acks=all: wait until each partition's HW passes the appended offsets; an entry
+        whose partition's HW did not get there in time says REQUEST_TIMED_OUT."""
+        short = await self.partition_writer.wait_for_high_watermarks(
+            [(topic, index, required) for topic, index, required, _ in waits], timeout_s
+        )
+        for topic, index, _required, entry in waits:
+            if (topic, index) in short:
+                entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
 
     # -- metadata publisher ------------------------------------------------------------------
 
     def on_metadata_update(self, delta, image: MetadataImage) -> None:
-        now = _now_ms()
+        now = self.clock.wall_ms()
         if getattr(delta, "features", None) is not None:
             self._features_changed_at = image.offset
         changed = (getattr(delta, "configs_delta", None), getattr(delta, "topics_delta", None))
@@ -352,6 +357,7 @@ class KafkaBroker:
                 )
             self.group_coordinator.leadership_changed()
             self.transaction_coordinator.leadership_changed()
+            self.mirror_coordinator.leadership_changed()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -376,7 +382,7 @@ class KafkaBroker:
         self.quorum.cluster_id = self.cluster_id
         self.loader = MetadataLoader(cluster_id=self.cluster_id)
         self.loader.install_publisher(self)
-        self.log_manager.startup(_now_ms())
+        self.log_manager.startup(self.clock.wall_ms())
         self.quorum.on_commit(self._on_metadata_commit)
         self.quorum.on_snapshot_loaded(self._on_metadata_snapshot)
         self.snapshotter.install()  # after the loader: it snapshots the loader's image
@@ -394,6 +400,7 @@ class KafkaBroker:
                     await nursery.start(self.controller_service.run)
                 await nursery.start(self.group_coordinator.run)
                 await nursery.start(self.transaction_coordinator.run)
+                await nursery.start(self.mirror_coordinator.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)
@@ -468,7 +475,7 @@ class KafkaBroker:
                 await self._maintenance_wake.wait()
                 continue
             last_run = trio.current_time()
-            checkpoints = self.log_manager.maintain(_now_ms())
+            checkpoints = self.log_manager.maintain(self.clock.wall_ms())
             if checkpoints is not None:
                 # 6 fsyncs per log dir: 2 ms idle, tens of ms under write load; off the event
                 # loop. One write at a time (this loop waits for it; the log manager's lock

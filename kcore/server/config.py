@@ -39,8 +39,9 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
   ``<node.id>@<host>:<port>`` of its controller listener (127.0.0.1 for a wildcard host).
 * ``log.dir`` defaults to ``./data`` (Kafka: ``/tmp/kafka-logs``): the quick start keeps its
   data next to the checkout, and ``/tmp`` is emptied at reboot. ``log.dirs`` wins when set.
-* Internal topics: ``offsets.topic.replication.factor`` and
-  ``transaction.state.log.replication.factor`` keep Kafka's default 3, but kcore cannot
+* Internal topics: ``offsets.topic.replication.factor``,
+  ``transaction.state.log.replication.factor`` and (kcore-only, D-08)
+  ``mirror.state.topic.replication.factor`` keep Kafka's default 3, but kcore cannot
   replicate yet (issue #17), so it creates the topics with ``min(configured, 1)`` replicas,
   logging once that it did, and caps ``transaction.state.log.min.isr`` at that factor. See
   :meth:`BrokerConfig.internal_topic_replication_factor`.
@@ -319,6 +320,13 @@ _KEYS = [
     # -- cluster mirroring (spec §10.1, decisions D-08 and D-13; kcore-only until upstream)
     _k("mirror.state.topic.num.partitions", _I, 50, _R1,
        "Partitions of __mirror_state = coordinator partitions (D-08).", kcore_only=True),
+    _k("mirror.state.topic.replication.factor", _SH, 3, _R1,
+       "Replicas of __mirror_state (D-08; capped at 1 until #17).", kcore_only=True),
+    _k("mirror.state.topic.segment.bytes", _I, 104857600, _R1,
+       "Segment size of __mirror_state.", kcore_only=True),
+    _k("mirror.state.snapshot.records", _I, 10000, _R0,
+       "Snapshot a __mirror_state partition past this many records; 0: never (D-07).",
+       kcore_only=True),
     _k("mirror.metadata.refresh.interval.ms", _L, 30000, _R1,
        "Period of the mirror metadata, config, offset and ACL sync (M-12).", kcore_only=True),
     _k("mirror.replication.throttled.rate", _L, LONG_MAX, _R0,
@@ -478,7 +486,8 @@ class BrokerConfig:
 
     def internal_topic_replication_factor(self, key: str) -> int:
         """The replication factor to create an internal topic with: ``key``
-        (``offsets.topic.replication.factor`` or ``transaction.state.log.replication.factor``)
+        (``offsets.topic.replication.factor``, ``transaction.state.log.replication.factor`` or
+        ``mirror.state.topic.replication.factor``)
         capped at :data:`~kcore.metadata.context.REPLICATION_FACTOR_LIMIT`, 1 until kcore
         replicates (issue #17); the caller logs when the cap lowers the configured value.
         (Kafka's rule, which #17 brings back: the configured value, creation waiting until that

@@ -45,7 +45,7 @@ from kcore.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.record.records import RecordBatchBuilder
-from kcore.server.coordinator_shell import CoordinatorShell, now_ms
+from kcore.server.coordinator_shell import CoordinatorShell
 from kcore.server.internal_topics import CONSUMER_OFFSETS
 
 
@@ -98,7 +98,7 @@ class GroupCoordinatorService(CoordinatorShell):
                 done.set()
 
         before = dict(self._appended_end)
-        start(now_ms(), respond)
+        start(self.now_ms(), respond)
         self.kick()
         await done.wait()
         ends = {p: end for p, end in self._appended_end.items() if before.get(p) != end}
@@ -163,14 +163,6 @@ class GroupCoordinatorService(CoordinatorShell):
                 self.core.replay(index, decoded)
             count += 1
         return count
-
-    # -- the clock ----------------------------------------------------------------------------
-
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._loader)
-            task_status.started()
-            await self._run_timer()
 
 
 def _mark_timed_out(response: Any) -> None:

@@ -1,11 +1,15 @@
 """The coordinators' internal topics, created on first use through the controller.
 
-``__consumer_offsets`` (groups) and ``__transaction_state`` (transactions) do not exist until a
-client first looks for a coordinator (FindCoordinator), as in Kafka. They are created then with
-Kafka's settings: ``offsets.topic.num.partitions`` / ``transaction.state.log.num.partitions``
-partitions, compacted, uncompressed (``compression.type=producer``, the coordinators write
-uncompressed batches), their segment size, and for ``__transaction_state`` its
-``min.insync.replicas``. The replication factor follows
+``__consumer_offsets`` (groups), ``__transaction_state`` (transactions) and ``__mirror_state``
+(cluster mirrors, FindCoordinator key type 3) do not exist until a client first looks for a
+coordinator (FindCoordinator), as in Kafka. They are created then with Kafka's settings:
+``offsets.topic.num.partitions`` / ``transaction.state.log.num.partitions`` /
+``mirror.state.topic.num.partitions`` partitions, uncompressed (``compression.type=producer``,
+the coordinators write uncompressed batches), their segment size, and for
+``__transaction_state`` its ``min.insync.replicas``. The first two are compacted;
+``__mirror_state`` is not (decision D-07: its keys hold only the mirror name, so the coordinator
+replays it whole) and keeps everything: ``cleanup.policy=delete``, ``retention.ms=-1``,
+``retention.bytes=-1``. The replication factor follows
 :meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: Kafka's rule
 capped at 1 while kcore cannot replicate (issue #17), so Kafka's default of 3 gives one
 replica, and this broker logs a warning saying so the first time it creates the topic.
@@ -24,6 +28,7 @@ import trio
 from kcore.coordinator.group.records import CONSUMER_OFFSETS
 from kcore.coordinator.partitioning import partition_for
 from kcore.coordinator.transaction.records import TRANSACTION_STATE
+from kcore.metadata.topic_names import MIRROR_STATE_TOPIC
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -32,6 +37,7 @@ log = logging.getLogger(__name__)
 # FindCoordinator key types (Kafka's CoordinatorType).
 GROUP = 0
 TRANSACTION = 1
+CLUSTER_MIRROR = 3  # KIP-1279 (spec §9): the key is the mirror name
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,8 @@ class InternalTopic:
     partitions_key: str
     replication_key: str
     segment_bytes_key: str
+    # Topic configs beyond partitions, replicas and segment size.
+    configs: tuple[tuple[str, str], ...] = (("cleanup.policy", "compact"),)
 
 
 TOPICS = {
@@ -54,6 +62,13 @@ TOPICS = {
         "transaction.state.log.num.partitions",
         "transaction.state.log.replication.factor",
         "transaction.state.log.segment.bytes",
+    ),
+    CLUSTER_MIRROR: InternalTopic(
+        MIRROR_STATE_TOPIC,
+        "mirror.state.topic.num.partitions",
+        "mirror.state.topic.replication.factor",
+        "mirror.state.topic.segment.bytes",
+        (("cleanup.policy", "delete"), ("retention.ms", "-1"), ("retention.bytes", "-1")),
     ),
 }
 
@@ -120,7 +135,7 @@ class InternalTopics:
                     spec.replication_key,
                 )
             configs = {
-                "cleanup.policy": "compact",
+                **dict(spec.configs),
                 "compression.type": "producer",
                 "segment.bytes": str(config.value(spec.segment_bytes_key)),
             }

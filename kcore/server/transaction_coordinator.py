@@ -63,7 +63,7 @@ from kcore.log.producer_state import AppendOrigin
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import build_end_txn_marker_batch
-from kcore.server.coordinator_shell import CoordinatorShell, now_ms, wait_durable
+from kcore.server.coordinator_shell import CoordinatorShell
 from kcore.server.internal_topics import CONSUMER_OFFSETS, GROUP
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ async def write_txn_markers(
             partition_results = []
             for index in topic.partition_indexes:
                 entry = _WTM.WritableTxnMarkerPartitionResult(partition_index=index)
-                now = now_ms()
+                now = broker.clock.wall_ms()
                 try:
                     partition = replicas.partition_or_error(topic.name, index)
                     batch = build_end_txn_marker_batch(
@@ -240,10 +240,12 @@ async def write_txn_markers(
         results.append(
             _WTM.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topic_results)
         )
-    await wait_durable(broker, [(t, p, end) for t, p, end, _ in waits], timeout_s)
-    for topic, index, end, entry in waits:
-        partition = replicas.partitions.get((topic, index))
-        if partition is None or partition.log.high_watermark < end:
+    writer = broker.partition_writer
+    short = await writer.wait_for_high_watermarks(
+        [(t, p, end) for t, p, end, _ in waits], timeout_s
+    )
+    for topic, index, _end, entry in waits:
+        if (topic, index) in short or writer.log_bounds(topic, index) is None:
             entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
     return results
 
@@ -252,7 +254,11 @@ def _complete_offsets(broker, index: int, marker) -> None:
     """Tell the group coordinator the transaction's offset commits on ``index`` are decided."""
     try:
         broker.group_coordinator.core.complete_transaction(
-            index, marker.producer_id, marker.producer_epoch, marker.transaction_result, now_ms()
+            index,
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.transaction_result,
+            broker.clock.wall_ms(),
         )
     except Exception:
         log.exception("group coordinator: completing the transaction of %d", marker.producer_id)
@@ -466,7 +472,7 @@ class TransactionCoordinatorService(CoordinatorShell):
             if end is not None:
                 waits.append((TRANSACTION_STATE, partition, end))
         errors: dict[str, dict[tuple[str, int], int]] = {mk.transactional_id: {} for mk in markers}
-        if waits and not await wait_durable(self.broker, waits, APPEND_TIMEOUT_S):
+        if waits and await self.writer.wait_for_high_watermarks(waits, APPEND_TIMEOUT_S):
             for marker in markers:
                 errors[marker.transactional_id] = dict.fromkeys(
                     marker.partitions, int(ErrorCode.REQUEST_TIMED_OUT)
@@ -497,7 +503,7 @@ class TransactionCoordinatorService(CoordinatorShell):
         self._report(markers, errors)
 
     def _report(self, markers: list[MarkerRequest], errors) -> None:
-        now = now_ms()
+        now = self.now_ms()
         for marker in markers:
             try:
                 self.core.markers_written(marker, now, errors[marker.transactional_id])

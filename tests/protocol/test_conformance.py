@@ -56,6 +56,16 @@ APIS_BY_KEY = {a.key: a for a in DECLS.apis}
 # Declarations written by hand, with no schema in either reference folder.
 SHARE_GROUP_OFFSET_API_KEYS = frozenset({90, 91})  # DescribeShareGroupOffsets, AlterShare...
 HANDWRITTEN_API_KEYS = frozenset(MIRROR_API_KEYS.values()) | SHARE_GROUP_OFFSET_API_KEYS
+# The __mirror_state records (spec §8.3, defs/MirrorStateRecords.def): no Kafka schema either;
+# tests/mirror/test_records.py checks their bytes against the spec's dump example.
+HANDWRITTEN_RECORDS = frozenset(
+    {
+        "LastMirrorEpochsKey",
+        "LastMirrorEpochsValue",
+        "MirrorPartitionStateKey",
+        "MirrorPartitionStateValue",
+    }
+)
 # ZooKeeper-era inter-broker APIs: in the 2024 snapshot, gone from Kafka 4.x, not declared.
 ZOOKEEPER_API_KEYS = frozenset({4, 5, 6, 7})
 
@@ -289,7 +299,7 @@ def _diff(expected: list[tuple], actual: list[tuple]) -> str:
 
 
 def _is_handwritten(msg: MessageDecl) -> bool:
-    return msg.api_key in HANDWRITTEN_API_KEYS
+    return msg.api_key in HANDWRITTEN_API_KEYS or msg.name in HANDWRITTEN_RECORDS
 
 
 CHECKED = sorted(name for name, m in DECLARED.items() if not _is_handwritten(m))
@@ -300,8 +310,10 @@ def test_conformance_only_handwritten_declarations_lack_a_reference_schema():
     lacking = {name for name in DECLARED if _schemas(name) == (None, None)}
     handwritten = {name for name, m in DECLARED.items() if _is_handwritten(m)}
     assert lacking == handwritten
-    # Eleven mirror APIs and two share-group offset APIs, a request and a response each.
-    assert len(handwritten) == 2 * (len(MIRROR_API_KEYS) + len(SHARE_GROUP_OFFSET_API_KEYS))
+    # Eleven mirror APIs and two share-group offset APIs, a request and a response each, and
+    # the four __mirror_state record messages.
+    apis = 2 * (len(MIRROR_API_KEYS) + len(SHARE_GROUP_OFFSET_API_KEYS))
+    assert len(handwritten) == apis + len(HANDWRITTEN_RECORDS)
 
 
 def test_conformance_every_reference_api_is_declared():

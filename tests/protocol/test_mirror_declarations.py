@@ -59,6 +59,14 @@ EXTENSIONS: dict[tuple[str, str], dict[str, str]] = {
         "Mirrors[].Topics[].Partitions[].RetryCount": "D-13, D-32: FAILED retry count",
         "Mirrors[].Topics[].Partitions[].FailedReason": "D-13: the kept FAILED reason",
     },
+    # A remote writer says what the local coordinator path knows, and the FAILED reason
+    # travels to the coordinator and back to Describe (D-13).
+    ("WriteMirrorStates", "request"): {
+        "Topics[].Partitions[].PreviousState": "A-7",
+        "Topics[].Partitions[].RetryAttempt": "A-7",
+        "Topics[].Partitions[].Reason": "D-13",
+    },
+    ("ReadMirrorStates", "response"): {"Topics[].Partitions[].Reason": "D-13"},
 }
 
 SHARE_GROUP_APIS = {"DescribeShareGroupOffsets": 90, "AlterShareGroupOffsets": 91}

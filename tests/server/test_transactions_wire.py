@@ -24,6 +24,7 @@ from kcore.record import RecordBatchBuilder, iter_batches
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.testing import EmbeddedCluster
 
+from . import embedded
 from .batches import producer_batch
 
 pytestmark = pytest.mark.timeout(120)
@@ -183,22 +184,7 @@ async def _until(predicate, timeout=15.0):
             await trio.sleep(0.02)
 
 
-def with_broker(test):
-    """Run ``test(cluster, client)`` under Trio on a fresh broker."""
-
-    def run():
-        async def main():
-            async with (
-                EmbeddedCluster(config=CONFIG) as cluster,
-                KafkaClient([cluster.bootstrap_servers]) as client,
-            ):
-                await client.refresh_metadata()
-                await test(cluster, client)
-
-        trio.run(main)
-
-    run.__name__ = test.__name__
-    return run
+with_broker = embedded.with_broker(CONFIG)
 
 
 @with_broker

@@ -36,6 +36,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kcore.coordinator.append_errors import coordinator_error
 from kcore.coordinator.transaction.handlers import RequestHandlers
 from kcore.coordinator.transaction.markers import MarkerJob, MarkerRequest
 from kcore.coordinator.transaction.metadata import (
@@ -79,27 +80,6 @@ class TransactionConfig:
     remove_expired_transactional_ids_interval_ms: int = 3_600_000
     state_log_partitions: int = 50
     retry_backoff_ms: int = 100
-
-
-# How an error of the __transaction_state append reaches the client (Kafka's
-# TransactionStateManager.appendTransactionToLog): replication trouble is retriable on the same
-# coordinator, a lost leadership sends the client to find the new one.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
-
-def coordinator_error(error: KafkaError) -> KafkaError:
-    """The error a client sees for a failed ``__transaction_state`` append."""
-    mapped = _APPEND_ERRORS.get(error.code) if isinstance(error.code, ErrorCode) else None
-    return error if mapped is None else KafkaError(mapped, f"append failed: {error}")
 
 
 @dataclass

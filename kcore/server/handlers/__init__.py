@@ -12,6 +12,7 @@ from kcore.server.handlers import (
     groups,
     log_dirs,
     metadata,
+    mirror_states,
     offsets,
     produce,
     topics,
@@ -33,6 +34,7 @@ FAMILIES = (
     groups,
     acls,
     cluster_mirrors,
+    mirror_states,
 )
 
 

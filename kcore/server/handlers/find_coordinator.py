@@ -1,13 +1,17 @@
-"""FindCoordinator: which broker coordinates a group (key type 0) or a transactional id (1).
+"""FindCoordinator: which broker coordinates a group (key type 0), a transactional id (1) or a
+cluster mirror (3, KIP-1279: the key is the mirror name).
 
-The coordinator of a key is the leader of its partition of ``__consumer_offsets`` or
-``__transaction_state`` (:mod:`kcore.server.internal_topics`, which creates the topic on first
-use). Brokers are named by their endpoint on the listener the request came in on, as Metadata
+The coordinator of a key is the leader of its partition of ``__consumer_offsets``,
+``__transaction_state`` or ``__mirror_state`` (:mod:`kcore.server.internal_topics`, which
+creates the topic on first use). Brokers are named by their endpoint on the listener the request came in on, as Metadata
 does. v0-3 ask for one key; v4+ (KIP-699) for many, each answered with its own error.
 
 Authorization (with an authorizer, as Kafka): DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED)
 or on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked before the internal
-topic is looked up or created.
+topic is looked up or created. A mirror's coordinator needs DESCRIBE on its CLUSTER_MIRROR
+resource (spec §12.1 names no permission for the lookup; DESCRIBE is what reading a mirror
+takes; refused: CLUSTER_AUTHORIZATION_FAILED). With ``mirror.version`` 0 key type 3 answers
+UNSUPPORTED_VERSION, as every mirroring RPC does then (D-30).
 """
 
 from __future__ import annotations
@@ -16,10 +20,15 @@ from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
-from kcore.server.internal_topics import TOPICS, TRANSACTION
+from kcore.server.internal_topics import CLUSTER_MIRROR, GROUP, TOPICS, TRANSACTION
 from kcore.server.registry import HandlerRegistry
 
 Resp = m.FindCoordinatorResponse
+_RESOURCES = {
+    GROUP: ResourceType.GROUP,
+    TRANSACTION: ResourceType.TRANSACTIONAL_ID,
+    CLUSTER_MIRROR: ResourceType.CLUSTER_MIRROR,
+}
 
 
 async def _lookup(ctx, key_type: int, key: str) -> tuple[int, str, int]:
@@ -27,9 +36,15 @@ async def _lookup(ctx, key_type: int, key: str) -> tuple[int, str, int]:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if key_type == TRANSACTION and not key:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "the transactional id must not be empty")
-    resource = ResourceType.TRANSACTIONAL_ID if key_type == TRANSACTION else ResourceType.GROUP
-    authz.require(ctx, AclOperation.DESCRIBE, resource, key)
     broker = ctx.server
+    if key_type == CLUSTER_MIRROR:
+        if broker.metadata_image.features.mirror_version < 1:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION, "cluster mirroring is off (mirror.version=0)"
+            )
+        if not key:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "the mirror name must not be empty")
+    authz.require(ctx, AclOperation.DESCRIBE, _RESOURCES[key_type], key)
     node_id = await broker.internal_topics.coordinator(key_type, key)
     registration = broker.metadata_image.cluster.brokers.get(node_id)
     endpoint = None if registration is None else registration.listener(ctx.listener_name)
