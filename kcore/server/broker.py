@@ -52,9 +52,9 @@ from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
+from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.replica.partition import PartitionState
 from kcore.replica.replica_manager import ReplicaManager
 from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
@@ -147,11 +147,14 @@ class KafkaBroker:
                 else None
             ),
         )
+        # Cluster mirroring: topics whose mirror.name is active are read-only (D-18).
+        self.mirror_write_guard = MirrorWriteGuard(lambda topic: self._topic_config(topic).mirror)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
             notify=self.purgatory.notify,
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
+            write_guard=self.mirror_write_guard,
         )
         # The coordinators' view of their internal topics' partitions.
         self.partition_writer = ReplicaPartitionWriter(self.replica_manager, self.purgatory)
@@ -185,12 +188,18 @@ class KafkaBroker:
         # the mirror fetcher (once wired: a MirrorStatsProvider).
         self.mirror_coordinator = MirrorCoordinatorService(self)
         self.mirror_state_reader = self.mirror_coordinator.access
-        self.mirror_stats = LocalMirrorStats(self.replica_manager)
+        self.mirror_stats = LocalMirrorStats(self.replica_manager, lambda: self.mirror_fetchers)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (
             self.transaction_coordinator.verify_txn_offset_commit
         )
+        # They load and unload their partitions after each change of this node's partitions.
+        self.replica_manager.add_listener(lambda _: self.group_coordinator.leadership_changed())
+        self.replica_manager.add_listener(
+            lambda _: self.transaction_coordinator.leadership_changed()
+        )
+        self.replica_manager.add_listener(lambda _: self.mirror_coordinator.leadership_changed())
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
         self._only_voter = [v.id for v in config.controller_quorum_voters] == [self.node_id]
@@ -214,6 +223,9 @@ class KafkaBroker:
         self._topic_configs: dict[str, LogConfig] = {}
         # The offset of the image in which the finalized features last changed (see features()).
         self._features_changed_at = UNKNOWN_FINALIZED_FEATURES_EPOCH
+        self._nursery: trio.Nursery | None = None  # the node's services, while it runs
+        self.mirror_fetchers: dict[str, Any] = {}  # mirror name -> MirrorFetcherManager
+        self._mirror_scopes: dict[str, trio.CancelScope] = {}
 
     # -- what handlers use -------------------------------------------------------------------
 
@@ -315,6 +327,41 @@ class KafkaBroker:
             if (topic, index) in short:
                 entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
 
+    # -- cluster mirroring: this broker's mirror fetchers ------------------------------------
+
+    async def start_mirror_fetcher(self, mirror: str, bootstrap_servers: str, **options):
+        """Start (or return the running) :class:`~kcore.mirror.fetcher.MirrorFetcherManager`
+        of ``mirror`` in this node's nursery; ``options`` are its keyword arguments
+        (``listener``, ``config``, ``num_fetchers``, ``client_options``). Whoever runs the
+        mirror's state machine adds and removes its partitions."""
+        from kcore.mirror.fetcher import MirrorFetcherManager
+
+        running = self.mirror_fetchers.get(mirror)
+        if running is not None:
+            return running
+        if self._nursery is None:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the node is not running")
+        manager = MirrorFetcherManager(
+            mirror, self.node_id, self.replica_manager, bootstrap_servers, **options
+        )
+        scope = trio.CancelScope()
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED):
+            with scope:
+                await manager.run(task_status=task_status)
+
+        await self._nursery.start(run)
+        self.mirror_fetchers[mirror] = manager
+        self._mirror_scopes[mirror] = scope
+        return manager
+
+    def stop_mirror_fetcher(self, mirror: str) -> None:
+        """Stop ``mirror``'s fetchers and close its connections (nothing if none runs)."""
+        self.mirror_fetchers.pop(mirror, None)
+        scope = self._mirror_scopes.pop(mirror, None)
+        if scope is not None:
+            scope.cancel()
+
     # -- metadata publisher ------------------------------------------------------------------
 
     def on_metadata_update(self, delta, image: MetadataImage) -> None:
@@ -331,33 +378,8 @@ class KafkaBroker:
         topics_delta = getattr(delta, "topics_delta", None)
         if topics_delta is not None:
             self._topic_configs.clear()
-            changes = topics_delta.local_changes(self.node_id)
-            for topic_id, index in changes.deletes:
-                old = topics_delta.previous.by_id.get(topic_id) or topics_delta.deleted.get(
-                    topic_id
-                )
-                if old is not None:
-                    self.replica_manager.remove_partition(old.name, index, delete_log=True)
-            for (topic_id, index), (name, reg) in {
-                **changes.followers,
-                **changes.leaders,
-            }.items():
-                self.replica_manager.apply_partition(
-                    name,
-                    topic_id,
-                    index,
-                    PartitionState(
-                        leader=reg.leader,
-                        leader_epoch=reg.leader_epoch,
-                        partition_epoch=reg.partition_epoch,
-                        replicas=tuple(reg.replicas),
-                        isr=tuple(reg.isr),
-                    ),
-                    now,
-                )
-            self.group_coordinator.leadership_changed()
-            self.transaction_coordinator.leadership_changed()
-            self.mirror_coordinator.leadership_changed()
+            # Partitions created, led, followed, deleted; then its listeners (coordinators).
+            self.replica_manager.apply_delta(topics_delta, now)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -395,6 +417,7 @@ class KafkaBroker:
             )
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 await nursery.start(self.quorum.run)
                 if self.controller_service is not None:
                     await nursery.start(self.controller_service.run)
@@ -428,6 +451,9 @@ class KafkaBroker:
                 self.log_manager.abort_cleaning()  # a long round would hold up the cancel
                 nursery.cancel_scope.cancel()
         finally:
+            self._nursery = None
+            self.mirror_fetchers.clear()
+            self._mirror_scopes.clear()
             with trio.CancelScope(shield=True):
                 self.log_manager.shutdown(self.broker_epoch)
                 await self.controller_channel.aclose()
@@ -488,17 +514,17 @@ class KafkaBroker:
         in a worker thread so that requests go on meanwhile (a round of 150 MB stalled the
         event loop 6 s), its first and last steps (the choice, the swap) here on the loop."""
         while True:
-            wait_ms = self.log_manager.cleaner_wait_ms(_now_ms()) or 0
+            wait_ms = self.log_manager.cleaner_wait_ms(self.clock.wall_ms()) or 0
             if wait_ms:
                 await trio.sleep(wait_ms / 1000)
-            prepared = self.log_manager.begin_cleaning(_now_ms())
+            prepared = self.log_manager.begin_cleaning(self.clock.wall_ms())
             if prepared is None:
                 continue
             try:
                 # Not abandoned on cancel: the round holds descriptors and files to clean up.
                 await trio.to_thread.run_sync(prepared.run)
             finally:
-                self.log_manager.finish_cleaning(prepared, _now_ms())
+                self.log_manager.finish_cleaning(prepared, self.clock.wall_ms())
 
     async def _broker_lifecycle(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Register with the controller, then heartbeat; ready (``task_status.started()``) once
