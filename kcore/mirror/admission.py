@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from kcore.mirror.coordinator import PartitionMirrorState
 from kcore.mirror.state import MirrorPartitionState
 
 __all__ = [
@@ -38,21 +39,31 @@ TopicPartition = tuple[str, int]
 
 class MirrorStateReader(Protocol):
     """Reads partition states from the ClusterMirrorCoordinator (ReadMirrorStates when it is on
-    another broker). Returns a state for every partition asked; UNKNOWN where it holds none."""
+    another broker). Returns an entry for every partition asked; UNKNOWN where it holds none."""
 
     async def read_states(
         self, mirror: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, MirrorPartitionState]: ...
 
+    async def read_full(
+        self, mirror: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, PartitionMirrorState]:
+        """Everything recorded: state, previous state, retries, FAILED reason, LME."""
+        ...
+
 
 class UnknownMirrorStates:
-    """The broker's reader until the coordinator is wired: what a coordinator that never wrote
-    this mirror's state answers — UNKNOWN for every partition."""
+    """What a coordinator that never wrote this mirror's state answers: UNKNOWN everywhere."""
 
     async def read_states(
         self, mirror: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, MirrorPartitionState]:
         return {tp: S.UNKNOWN for tp in partitions}
+
+    async def read_full(
+        self, mirror: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, PartitionMirrorState]:
+        return {tp: PartitionMirrorState() for tp in partitions}
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,10 +286,10 @@ class ClusterMirrorCoordinator:
             for u in updates
             if u.last_mirror_epoch != rec.NO_LAST_MIRROR_EPOCH
         }
-        if epochs:
-            records.append(LastMirrorEpochsRecord(mirror_name, epochs))
         for u in updates:
             records.append(self._transition(mirror_name, mirror, u))
+        if epochs:  # after the transitions, which may clear an older LME (see _apply)
+            records.append(LastMirrorEpochsRecord(mirror_name, epochs))
         updated = {(u.topic, u.partition) for u in updates}
         for topic in dict.fromkeys(stopped_topics):
             for (t, p), current in sorted(mirror.states.items()):
@@ -371,7 +371,14 @@ class ClusterMirrorCoordinator:
     def _apply(mirrors: dict[str, _Mirror], record: Record) -> None:
         if isinstance(record, MirrorPartitionStateRecord):
             mirror = mirrors.setdefault(record.mirror_name, _Mirror())
-            mirror.states[(record.topic, record.partition)] = record
+            tp = (record.topic, record.partition)
+            before = mirror.states.get(tp)
+            if record.state is S.STOPPING and (before is None or before.state is not S.STOPPING):
+                # A stop that begins forgets the LME of an earlier one: from here on a recorded
+                # LME is this stop's own (D-09), which is how a STOPPING resumed after a crash
+                # knows whether step 2 was done (kcore.mirror.machine).
+                mirror.epochs.pop(tp, None)
+            mirror.states[tp] = record
         elif isinstance(record, LastMirrorEpochsRecord):
             mirrors.setdefault(record.mirror_name, _Mirror()).epochs.update(record.epochs)
         elif isinstance(record, MirrorTombstone):
@@ -478,12 +485,12 @@ def write_mirror_states_answer(
 
 
 def _full_state(mirrors: dict[str, _Mirror]) -> list[Record]:
-    """Records that rebuild ``mirrors`` from nothing: per mirror, its epochs, then its states."""
+    """Records that rebuild ``mirrors`` from nothing: per mirror, its states, then its epochs."""
     out: list[Record] = []
     for name, mirror in sorted(mirrors.items()):
-        if mirror.epochs:
-            out.append(LastMirrorEpochsRecord(name, dict(mirror.epochs)))
         out += [mirror.states[tp] for tp in sorted(mirror.states)]
+        if mirror.epochs:  # after the states: entering STOPPING clears an LME (see _apply)
+            out.append(LastMirrorEpochsRecord(name, dict(mirror.epochs)))
     return out
 
 

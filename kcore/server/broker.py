@@ -52,6 +52,7 @@ from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
+from kcore.mirror.manager import MirrorManager
 from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -189,6 +190,8 @@ class KafkaBroker:
         self.mirror_coordinator = MirrorCoordinatorService(self)
         self.mirror_state_reader = self.mirror_coordinator.access
         self.mirror_stats = LocalMirrorStats(self.replica_manager, lambda: self.mirror_fetchers)
+        # The mirror partitions this broker leads, each run by its state machine.
+        self.mirror_manager = MirrorManager(self)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (
@@ -257,6 +260,10 @@ class KafkaBroker:
     def topic_name_by_id(self, topic_id: uuid.UUID) -> str | None:
         topic = self.metadata_image.topics.by_id.get(topic_id)
         return None if topic is None else topic.name
+
+    def topic_mirror_name(self, topic: str) -> str | None:
+        """The topic's ``mirror.name`` config (spec M-04), None for a topic of no mirror."""
+        return self._topic_config(topic).mirror
 
     def _topic_config(self, topic: str) -> LogConfig:
         cached = self._topic_configs.get(topic)
@@ -380,6 +387,9 @@ class KafkaBroker:
             self._topic_configs.clear()
             # Partitions created, led, followed, deleted; then its listeners (coordinators).
             self.replica_manager.apply_delta(topics_delta, now)
+        if changed != (None, None):
+            # Led mirror partitions and their mirror.name: the mirror manager's drivers.
+            self.mirror_manager.reconcile()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -424,6 +434,7 @@ class KafkaBroker:
                 await nursery.start(self.group_coordinator.run)
                 await nursery.start(self.transaction_coordinator.run)
                 await nursery.start(self.mirror_coordinator.run)
+                await nursery.start(self.mirror_manager.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)

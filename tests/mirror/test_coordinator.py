@@ -354,3 +354,21 @@ def test_coordinator_replay_rebuilds_what_the_live_path_served(ops, snapshot_aft
     assert everything(loaded(log), names) == everything(core, names) == everything(again, names)
     for p in log.batches:  # UNKNOWN is never in the log (M-35)
         assert all(getattr(r, "state", S.MIRRORING) is not S.UNKNOWN for r in log.records(p))
+
+
+def test_coordinator_a_stop_that_begins_forgets_the_previous_stops_lme():
+    # The machine relies on it: after a crash, a recorded LME means this stop's step 2 is done.
+    log = Log()
+    core = loaded(log)
+    tp = ("t", 0)
+    core.write_states("m1", [StateUpdate(*tp, S.STOPPING)])
+    core.write_states("m1", [StateUpdate(*tp, S.STOPPING, last_mirror_epoch=4)])
+    core.write_states("m1", [StateUpdate(*tp, S.STOPPED)])
+    assert core.read_states("m1")[tp].last_mirror_epoch == 4  # kept for failback (M-56)
+    core.write_states("m1", [StateUpdate(*tp, S.LOG_TRUNCATION)])
+    assert core.read_states("m1")[tp].last_mirror_epoch == 4
+    core.write_states("m1", [StateUpdate(*tp, S.STOPPING)])  # a second stop begins
+    assert core.read_states("m1")[tp].last_mirror_epoch == -1
+    assert loaded(log).read_states("m1")[tp].last_mirror_epoch == -1  # and so does replay
+    core.write_states("m1", [StateUpdate(*tp, S.STOPPING, last_mirror_epoch=9)])
+    assert loaded(log).read_states("m1")[tp].last_mirror_epoch == 9

@@ -30,6 +30,7 @@ from kcore.client.mirrors import (
 )
 from kcore.metadata.mirrors import MirrorTopicMode, mirrors_image
 from kcore.mirror.admission import UnknownMirrorStates
+from kcore.mirror.coordinator import PartitionMirrorState
 from kcore.mirror.state import MirrorPartitionState as S
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
@@ -50,6 +51,10 @@ class FixedStates:
 
     async def read_states(self, mirror, partitions):
         return {tp: self.states.get(tp, self.default) for tp in partitions}
+
+    async def read_full(self, mirror, partitions):
+        states = await self.read_states(mirror, partitions)
+        return {tp: PartitionMirrorState(state) for tp, state in states.items()}
 
 
 @pytest.fixture(scope="module")

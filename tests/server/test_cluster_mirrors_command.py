@@ -115,6 +115,11 @@ class FixedStates:
     async def read_states(self, mirror, partitions):
         return dict.fromkeys(partitions, self.state)
 
+    async def read_full(self, mirror, partitions):
+        from kcore.mirror.coordinator import PartitionMirrorState
+
+        return dict.fromkeys(partitions, PartitionMirrorState(self.state))
+
 
 @pytest.fixture(scope="module")
 def clusters():

@@ -34,7 +34,7 @@ from kcore.metadata.mirror_control import validate_mirror_name
 from kcore.metadata.mirrors import ClusterMirrorImage, MirrorTopicMode, mirrors_image
 from kcore.mirror.admission import MirrorPartitionStats
 from kcore.mirror.source import describe_source
-from kcore.mirror.state import MirrorOperation, check_operation
+from kcore.mirror.state import MirrorOperation, MirrorPartitionState, check_operation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.server import authz
@@ -347,22 +347,26 @@ async def describe_cluster_mirrors(ctx, body: m.DescribeClusterMirrorsRequest):
             if (topic := image.topics.by_name.get(t)) is not None
             for p in topic.partitions
         ]
-        states = await ctx.server.mirror_state_reader.read_states(name, partitions)
+        # The coordinator's record (state, LME: failback reads it here, M-69; retries and
+        # the FAILED reason, D-13) and this broker's numbers (offsets, lag, fetch age).
+        recorded = await ctx.server.mirror_state_reader.read_full(name, partitions)
         by_topic: dict[str, list] = {}
         for topic, p in partitions:
             stats = ctx.server.mirror_stats.partition_stats(name, topic, p)
+            record = recorded[(topic, p)]
+            failed = record.state is MirrorPartitionState.FAILED
             by_topic.setdefault(topic, []).append(
                 D.PartitionDetail(
                     partition_index=p,
                     source_offset=stats.source_offset,
                     destination_offset=stats.destination_offset,
                     lag=stats.lag,
-                    state=states[(topic, p)].name,
-                    last_mirror_epoch=stats.last_mirror_epoch,
+                    state=record.state.name,
+                    last_mirror_epoch=record.last_mirror_epoch,
                     source_last_stable_offset=stats.source_lso,
                     last_fetch_age_ms=stats.last_fetch_age_ms,
-                    retry_count=stats.retry_count,
-                    failed_reason=stats.failed_reason,
+                    retry_count=record.retry_attempt,
+                    failed_reason=record.reason if failed else None,
                 )
             )
         described.topics = [

@@ -1,0 +1,449 @@
+"""The mirror manager: the Trio shell that runs the mirror partitions this broker leads.
+
+Theory of operation
+-------------------
+Every broker has one :class:`MirrorManager`. After each metadata update it compares the
+partitions this broker leads with their topics' ``mirror.name`` config
+(:meth:`MirrorManager.reconcile`): a led partition of a mirror topic gets a
+:class:`PartitionDriver`, which owns that partition's pure
+:class:`~kcore.mirror.machine.MirrorPartitionMachine` and runs it as the machine's docstring
+describes — events in, ``poll``, outputs executed in order, sleep until the next event or the
+poll's deadline. A partition this broker stops leading loses its driver (and its fetcher).
+
+Each output is carried out by the piece of kcore that owns it:
+
+====================================  =====================================================
+output                                carried out by
+====================================  =====================================================
+SetWriteAccess                        the replica manager's read-only hold (D-18, M-05)
+ReadState, PersistState,              the ClusterMirrorCoordinator, local or over the wire
+PersistLastMirrorEpoch                (``MirrorStateAccess``, M-11)
+FetchLastMirrorEpoch                  the source: DescribeClusterMirrors (its LME for this
+                                      mirror name, M-37), ListOffsets EARLIEST, Metadata
+TruncateTo, TruncateFullyAndStartAt   the partition (RF 1 today: the ISR is the leader)
+AddFetcher, RemoveFetcher             the mirror's ``MirrorFetcherManager`` (one per mirror,
+                                      one connection pool per mirror: D-25)
+RequestEpochBump                      the controller: BumpLeaderEpochs (D-10)
+AppendAbortMarkers,                   the partition, appended as leader with the MIRROR
+AppendMirrorPidReset                  origin at the bumped epoch (D-15)
+====================================  =====================================================
+
+Operations with an ``op`` run in a task of the manager's nursery and answer the machine with
+an event; the machine times them out itself, so nothing here is cancelled when the machine
+moves on. The fetcher's signals (an epoch ahead of the partition's, D-11; a partition that
+left the fetcher, D-16) come back through :class:`MirrorFetchListener` as events too.
+
+A new driver holds its partition read-only at once, before the machine has read its state:
+after a restart a ``<m>.stopped`` topic may be in the middle of STOPPING, and only the
+machine may decide it is writable (M-05).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import trio
+
+from kcore.client.admin import EARLIEST_TIMESTAMP, list_offsets
+from kcore.client.errors import ClientError
+from kcore.client.mirrors import describe_cluster_mirrors
+from kcore.log.producer_state import AppendOrigin
+from kcore.metadata import mirror_configs as mc
+from kcore.metadata.mirrors import mirrors_image
+from kcore.mirror import outputs as out
+from kcore.mirror.coordinator import StateUpdate
+from kcore.mirror.events import (
+    BecameLeader,
+    LastMirrorEpochFetched,
+    LeaderEpochChanged,
+    MirroredEpochAhead,
+    MirrorNameChanged,
+    OpCompleted,
+    OpFailed,
+    PersistedState,
+    SourceFailed,
+    StateLoaded,
+    StoppedBeingLeader,
+)
+from kcore.mirror.machine import MachineConfig, MirrorPartitionMachine
+from kcore.mirror.read_only import PAUSED_SUFFIX, STOPPED_SUFFIX
+from kcore.mirror.state import MirrorPartitionState
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.record.control import build_end_txn_marker_batch, build_mirror_pid_reset_batch
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+S = MirrorPartitionState
+
+
+def mirror_of(value: str | None) -> str | None:
+    """The mirror a ``mirror.name`` value names, whatever its suffix (None for none)."""
+    if not value:
+        return None
+    for suffix in (STOPPED_SUFFIX, PAUSED_SUFFIX):
+        if value.endswith(suffix):
+            return value[: -len(suffix)]
+    return value
+
+
+class MirrorManager:
+    """See the module docstring. ``broker`` is the :class:`~kcore.server.broker.KafkaBroker`."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.drivers: dict[TopicPartition, PartitionDriver] = {}
+        self.machine_config = MachineConfig(
+            failed_retry_backoff_ms=broker.config.value("mirror.failed.retry.backoff.ms"),
+            failed_max_retries=broker.config.value("mirror.failed.max.retries"),
+        )
+        self._nursery: trio.Nursery | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            self.reconcile()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+                for driver in self.drivers.values():
+                    driver.cancel()
+                self.drivers.clear()
+
+    def now_ms(self) -> int:
+        return self.broker.clock.wall_ms()
+
+    # -- what the metadata says -------------------------------------------------------------
+
+    def reconcile(self) -> None:
+        """Start, update and stop drivers after a metadata update (the broker calls it)."""
+        if self._nursery is None:
+            return
+        replicas = self.broker.replica_manager
+        mirrors = mirrors_image(self.broker.metadata_image)
+        wanted: dict[TopicPartition, str | None] = {}
+        for tp, partition in replicas.partitions.items():
+            if not partition.is_leader:
+                continue
+            value = self.broker.topic_mirror_name(tp[0])
+            # Only topics of an existing mirror are driven: the stopped topics of a deleted
+            # mirror keep <m>.stopped as a record of their origin (D-29) and are plain topics.
+            # A driven partition whose mirror.name goes away keeps its driver: it must stop.
+            if tp in self.drivers or (value and mirrors.mirror(mirror_of(value)) is not None):
+                wanted[tp] = value
+        for tp in [tp for tp in self.drivers if tp not in wanted]:
+            self.drivers.pop(tp).stop_leading()
+        for tp, value in wanted.items():
+            partition = replicas.partitions[tp]
+            driver = self.drivers.get(tp)
+            if driver is None:
+                driver = self.drivers[tp] = PartitionDriver(self, tp, value, partition)
+                self._nursery.start_soon(driver.run)
+                continue
+            if value != driver.mirror_name:
+                driver.mirror_name = value
+                driver.mirror = mirror_of(value) or driver.mirror
+                driver.send(MirrorNameChanged(value))
+            if partition.leader_epoch != driver.leader_epoch:
+                driver.leader_epoch = partition.leader_epoch
+                driver.send(LeaderEpochChanged(partition.leader_epoch))
+
+    # -- the mirror's connections and fetchers ----------------------------------------------
+
+    def mirror_configs(self, mirror: str) -> dict[str, str]:
+        image = mirrors_image(self.broker.metadata_image).mirror(mirror)
+        if image is None:
+            raise KafkaError(ErrorCode.MIRROR_NOT_FOUND, f"No cluster mirror named '{mirror}'.")
+        return dict(image.configs)
+
+    async def fetcher(self, mirror: str):
+        """The mirror's fetcher manager on this broker (started on first use)."""
+        configs = self.mirror_configs(mirror)
+        return await self.broker.start_mirror_fetcher(
+            mirror,
+            configs[mc.BOOTSTRAP_SERVERS],
+            listener=self,
+            client_options=mc.client_settings(configs),
+        )
+
+    # -- MirrorFetchListener ----------------------------------------------------------------
+
+    def on_epoch_fencing(self, tp: TopicPartition, epoch: int) -> None:
+        driver = self.drivers.get(tp)
+        if driver is not None:
+            driver.send(MirroredEpochAhead(epoch))
+
+    def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
+        driver = self.drivers.get(tp)
+        if driver is not None:
+            driver.send(SourceFailed(ErrorCode.OFFSET_OUT_OF_RANGE, reason))
+
+    # -- Describe ---------------------------------------------------------------------------
+
+    def machine_record(self, tp: TopicPartition) -> PersistedState | None:
+        driver = self.drivers.get(tp)
+        return None if driver is None else driver.machine.record
+
+
+class PartitionDriver:
+    """One led mirror partition: its machine, its event queue, and the execution of outputs."""
+
+    def __init__(self, manager: MirrorManager, tp: TopicPartition, mirror_name, partition):
+        self.manager = manager
+        self.broker = manager.broker
+        self.tp = tp
+        self.mirror_name = mirror_name
+        self.mirror = mirror_of(mirror_name) or ""
+        self.leader_epoch = partition.leader_epoch
+        self.machine = MirrorPartitionMachine(
+            tp[0],
+            tp[1],
+            partition.log,
+            manager.machine_config,
+            mirror_name=mirror_name,
+            now=manager.now_ms(),
+        )
+        self._events: deque = deque([BecameLeader(partition.leader_epoch)])
+        self._wakeup = trio.Event()
+        self._scope = trio.CancelScope()
+        self._fetching = False
+        # Read-only until the machine says otherwise (see the module docstring).
+        if self.mirror:
+            self.broker.replica_manager.hold_read_only(tp, self.mirror)
+
+    def send(self, event) -> None:
+        self._events.append(event)
+        self._wakeup.set()
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    def stop_leading(self) -> None:
+        """This broker no longer leads the partition: tell the machine, stop fetching, end."""
+        self.machine.handle(StoppedBeingLeader(), self.manager.now_ms())
+        self._remove_fetcher()
+        self.cancel()
+
+    async def run(self) -> None:
+        with self._scope:
+            while True:
+                self._wakeup = trio.Event()
+                now = self.manager.now_ms()
+                while self._events:
+                    self.machine.handle(self._events.popleft(), now)
+                poll = self.machine.poll(now)
+                for output in poll.outputs:
+                    self._execute(output)
+                if self._events:
+                    continue
+                timeout = float("inf")
+                if poll.deadline is not None:
+                    timeout = max(poll.deadline - self.manager.now_ms(), 0) / 1000
+                with trio.move_on_after(timeout):
+                    await self._wakeup.wait()
+
+    # -- outputs ----------------------------------------------------------------------------
+
+    def _execute(self, output) -> None:
+        if isinstance(output, out.SetWriteAccess):
+            if output.access is out.WriteAccess.WRITABLE:
+                self.broker.replica_manager.release_read_only(self.tp)
+            elif self.mirror:
+                self.broker.replica_manager.hold_read_only(self.tp, self.mirror)
+        elif isinstance(output, out.Transitioned):
+            log.info(
+                "mirror %s partition %s-%d: %s -> %s (%s)",
+                self.mirror, *self.tp, output.old.name, output.new.name, output.reason,
+            )  # fmt: skip
+        elif isinstance(output, out.AddFetcher):
+            self._spawn(None, self._add_fetcher)
+        elif isinstance(output, out.RemoveFetcher):
+            self._remove_fetcher()
+            self.send(OpCompleted(output.op))
+        elif isinstance(output, out.ReadState):
+            self._spawn(output.op, self._read_state, output.op)
+        elif isinstance(output, out.PersistState):
+            self._spawn(output.op, self._persist, output.record)
+        elif isinstance(output, out.PersistLastMirrorEpoch):
+            record = self.machine.record
+            lme = PersistedState(
+                S.STOPPING, record.previous_state, record.retry_attempt, output.last_mirror_epoch
+            )
+            self._spawn(output.op, self._persist, lme)
+        elif isinstance(output, out.FetchLastMirrorEpoch):
+            self._spawn(output.op, self._fetch_last_mirror_epoch, output.op)
+        elif isinstance(output, out.TruncateTo):
+            self._spawn(output.op, self._truncate, output.offset, False)
+        elif isinstance(output, out.TruncateFullyAndStartAt):
+            self._spawn(output.op, self._truncate, output.offset, True)
+        elif isinstance(output, out.RequestEpochBump):
+            self._spawn(output.op, self._bump_epoch, output.min_leader_epoch)
+        elif isinstance(output, out.AppendAbortMarkers):
+            self._spawn(output.op, self._append_abort_markers, output.leader_epoch)
+        elif isinstance(output, out.AppendMirrorPidReset):
+            self._spawn(output.op, self._append_pid_reset, output.leader_epoch)
+        else:
+            raise TypeError(f"not a mirror partition output: {output!r}")
+
+    def _spawn(self, op: int | None, work, *args) -> None:
+        """Run ``await work(*args)`` in the manager's nursery; a returned event (or
+        OpCompleted when it returns None) or a failure (OpFailed) goes back to the machine."""
+
+        async def task() -> None:
+            try:
+                answer = await work(*args)
+            except Exception as e:  # noqa: BLE001 - the machine decides; the broker stays up
+                if isinstance(e, KafkaError):
+                    code, message = e.code, e.message
+                elif isinstance(e, (ClientError, OSError, trio.TooSlowError)):
+                    code, message = ErrorCode.NETWORK_EXCEPTION, str(e)
+                else:
+                    log.exception("mirror partition %s-%d: %s failed", *self.tp, work.__name__)
+                    code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"
+                if op is None:
+                    self.send(SourceFailed(code, message))
+                else:
+                    self.send(OpFailed(op, code, message))
+                return
+            if answer is not None:
+                self.send(answer)
+            elif op is not None:
+                self.send(OpCompleted(op))
+
+        nursery = self.manager._nursery
+        if nursery is not None:
+            nursery.start_soon(task)
+
+    async def _add_fetcher(self) -> None:
+        fetcher = await self.manager.fetcher(self.mirror)
+        await fetcher.add_partitions([self.tp])
+        self._fetching = True
+
+    def _remove_fetcher(self) -> None:
+        if self._fetching:
+            fetcher = self.broker.mirror_fetchers.get(self.mirror)
+            if fetcher is not None:
+                fetcher.remove_partitions([self.tp])
+            self._fetching = False
+
+    async def _read_state(self, op: int) -> StateLoaded:
+        full = await self.broker.mirror_coordinator.access.read_full(self.mirror, [self.tp])
+        state = full.get(self.tp)
+        if state is None or state.state is S.UNKNOWN:
+            return StateLoaded(op, None)
+        return StateLoaded(
+            op,
+            PersistedState(
+                state.state,
+                state.previous_state,
+                state.retry_attempt,
+                state.last_mirror_epoch,
+                state.reason,
+            ),
+        )
+
+    async def _persist(self, record: PersistedState) -> None:
+        update = StateUpdate(
+            self.tp[0],
+            self.tp[1],
+            int(record.state),
+            record.last_mirror_epoch,
+            int(record.previous_state),
+            record.retry_attempt,
+            record.reason,
+        )
+        await self.broker.mirror_coordinator.access.write_states(self.mirror, [update])
+
+    async def _fetch_last_mirror_epoch(self, op: int) -> LastMirrorEpochFetched:
+        """The source's LME for this mirror name and partition (-1 when it has none, or does
+        not mirror at all), its log start offset and its current leader epoch."""
+        fetcher = await self.manager.fetcher(self.mirror)
+        client = fetcher.client(0)
+        topic, index = self.tp
+        lme = -1
+        try:
+            described = await describe_cluster_mirrors(client, [self.mirror])
+        except (ClientError, KafkaError):
+            described = None  # a source without cluster mirroring: no LME tracking (M-70)
+        if described is not None and not described.error_code:
+            for mirror in described.mirrors:
+                if mirror.mirror_name != self.mirror or mirror.error_code:
+                    continue
+                for t in mirror.topics:
+                    for p in t.partitions:
+                        if t.topic_name == topic and p.partition_index == index:
+                            lme = p.last_mirror_epoch
+        metadata = await client.refresh_metadata([topic])
+        info = metadata.partition(topic, index)
+        offsets = await list_offsets(client, {(topic, index): EARLIEST_TIMESTAMP})
+        answer = offsets[(topic, index)]
+        if answer.error_code:
+            raise KafkaError(answer.error_code, f"ListOffsets of {topic}-{index} on the source")
+        return LastMirrorEpochFetched(op, lme, answer.offset, info.leader_epoch)
+
+    async def _truncate(self, offset: int, fully: bool) -> None:
+        partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        if fully:
+            partition.truncate_fully_and_start_at(offset, self.manager.now_ms())
+        else:
+            partition.truncate_to(offset)
+        self.broker.replica_manager.notify(self.tp)
+
+    async def _bump_epoch(self, min_leader_epoch: int) -> None:
+        partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        B = m.BumpLeaderEpochsRequest
+        request = B(
+            topics=[
+                B.TopicState(
+                    topic_id=partition.topic_id,
+                    partitions=[
+                        B.LeaderEpochState(
+                            partition_index=self.tp[1], min_leader_epoch=min_leader_epoch
+                        )
+                    ],
+                )
+            ]
+        )
+        response = await self.broker.controller_call(lambda c, now: c.bump_leader_epochs(request))
+        if response.error_code:
+            raise KafkaError(response.error_code, "BumpLeaderEpochs refused")
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise KafkaError(
+                        p.error_code, f"BumpLeaderEpochs of {t.topic_name}-{p.partition_index}"
+                    )
+
+    async def _append_control(self, batch) -> None:
+        """Append a control batch as leader, at the partition's (bumped) epoch, with the
+        MIRROR origin the read-only guard lets in."""
+        self.broker.replica_manager.append_records(
+            *self.tp, batch, required_acks=1, now_ms=self.manager.now_ms(),
+            origin=AppendOrigin.MIRROR,
+        )  # fmt: skip
+
+    async def _append_abort_markers(self, leader_epoch: int) -> None:
+        """M-58: an ABORT marker, at the new epoch, for every open transaction."""
+        partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        state = partition.producer_state
+        for producer_id, _first in state.ongoing_transactions:
+            entry = state.last_entry(producer_id)
+            epoch = entry.producer_epoch if entry is not None else 0
+            coordinator_epoch = max(entry.coordinator_epoch, 0) if entry is not None else 0
+            marker = build_end_txn_marker_batch(
+                producer_id, epoch, False, coordinator_epoch, partition_leader_epoch=leader_epoch
+            )
+            await self._append_control(marker)
+
+    async def _append_pid_reset(self, leader_epoch: int) -> None:
+        """M-59: MIRROR_PID_RESET, which expires every producer of the partition."""
+        source = mirrors_image(self.broker.metadata_image).mirror(self.mirror)
+        cluster_id = (source.source_cluster_id if source is not None else None) or ""
+        batch = build_mirror_pid_reset_batch(cluster_id, partition_leader_epoch=leader_epoch)
+        await self._append_control(batch)

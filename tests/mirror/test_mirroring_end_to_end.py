@@ -1,0 +1,140 @@
+"""Cluster mirroring end to end between two real kcore clusters, through the public interfaces
+only: the admin RPCs create a mirror and start a topic, the destination's mirror manager runs
+each partition's state machine (coordinator, fetcher, truncation), and confluent-kafka clients
+read, are refused, fail over and write.
+
+What is asserted is what an operator relies on: the destination's batches are the source's
+(same offsets, same bytes but CRC and producer id ``-(p+2)``), a read_committed consumer reads
+the same records on both sides, a producer to a mirror topic gets TOPIC_IS_MIRROR and nothing
+is appended, and after ``stop`` the topic is writable with no hanging transaction.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+from confluent_kafka import KafkaException, Producer
+
+from kcore.client import KafkaClient
+from kcore.client.mirrors import (
+    create_cluster_mirror,
+    describe_cluster_mirrors,
+    start_mirror_topics,
+    stop_mirror_topics,
+)
+from kcore.protocol.errors import ErrorCode
+from kcore.testing import EmbeddedCluster
+
+from .clusters import CLUSTER_CONFIG, partition, topic_id, wait_until
+from .test_mirror_fetcher import PARTITIONS, _assert_identical_batches, _name, _read_committed
+from .test_mirror_fetcher import _write_source as write_every_kind_of_batch
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    with (
+        EmbeddedCluster(config=CLUSTER_CONFIG) as source,
+        EmbeddedCluster(config=CLUSTER_CONFIG) as destination,
+    ):
+        yield source, destination
+
+
+def _admin(cluster, call):
+    async def main():
+        async with KafkaClient(cluster.bootstrap_servers) as client:
+            return await call(client)
+
+    return trio.run(main)
+
+
+def _describe(cluster, mirror: str) -> dict[tuple[str, int], object]:
+    response = _admin(cluster, lambda c: describe_cluster_mirrors(c, [mirror]))
+    (described,) = response.mirrors
+    assert described.error_code == 0, described.error_message
+    return {(t.topic_name, p.partition_index): p for t in described.topics for p in t.partitions}
+
+
+def _wait_state(cluster, mirror: str, topic: str, state: str, timeout: float = 60.0) -> dict:
+    last = {}
+
+    def reached() -> bool:
+        nonlocal last
+        last = _describe(cluster, mirror)
+        return all(last[(topic, p)].state == state for p in range(PARTITIONS))
+
+    try:
+        wait_until(reached, timeout, f"{topic} {state}")
+    except AssertionError:
+        raise AssertionError(f"{topic} did not reach {state}: {last}") from None
+    return last
+
+
+def test_mirroring_copies_a_topic_refuses_local_writes_and_fails_over(clusters):
+    source, destination = clusters
+    topic = _name("orders")
+    source.create_topic(topic, partitions=PARTITIONS)
+    open_txn = write_every_kind_of_batch(source, topic)
+
+    mirror = _name("dr")
+    created = _admin(
+        destination,
+        lambda c: create_cluster_mirror(c, mirror, {"bootstrap.servers": source.bootstrap_servers}),
+    )
+    assert created.error_code == 0, created.error_message
+    started = _admin(destination, lambda c: start_mirror_topics(c, mirror, [topic]))
+    assert [(t.name, t.error_code) for t in started.topics] == [(topic, 0)]
+    assert topic_id(destination, topic) == topic_id(source, topic)  # M-06
+
+    # The destination catches up to the source's LSO (READ_COMMITTED, D-19): partition 1
+    # holds the open transaction, so its LSO stops at that transaction's first offset.
+    _wait_state(destination, mirror, topic, "MIRRORING")
+    ends = {p: partition(source, topic, p).last_stable_offset for p in range(PARTITIONS)}
+    wait_until(
+        lambda: all(partition(destination, topic, p).log_end_offset == ends[p] for p in ends),
+        60,
+        "the destination at the source's LSO",
+    )
+    pids = set()
+    for p in range(PARTITIONS):
+        pids |= _assert_identical_batches(source, destination, topic, p, ends[p])
+    assert pids, "no idempotent or transactional batch was mirrored"
+    assert _read_committed(destination, topic) == _read_committed(source, topic)
+
+    # Read-only (D-18): TOPIC_IS_MIRROR, nothing appended.
+    before = partition(destination, topic, 0).log_end_offset
+    producer = Producer({"bootstrap.servers": destination.bootstrap_servers, "retries": 0})
+    errors = []
+    producer.produce(topic, b"local", partition=0, on_delivery=lambda e, m: errors.append(e))
+    producer.flush(30)
+    assert [e.code() for e in errors] == [int(ErrorCode.TOPIC_IS_MIRROR)]
+    assert partition(destination, topic, 0).log_end_offset == before
+
+    # Failover: STOPPED, the open transaction aborted (LSO = HW), then writable.
+    stopped = _admin(destination, lambda c: stop_mirror_topics(c, mirror, [topic]))
+    assert [(t.name, t.error_code) for t in stopped.topics] == [(topic, 0)]
+    described = _wait_state(destination, mirror, topic, "STOPPED")
+    for p in range(PARTITIONS):
+        dest = partition(destination, topic, p)
+        assert dest.last_stable_offset == dest.high_watermark == dest.log_end_offset
+        assert not dest.producer_state.ongoing_transactions
+        assert dest.leader_epoch > partition(source, topic, p).leader_epoch  # LME + 1
+        assert described[(topic, p)].last_mirror_epoch >= 0  # recorded for failback (M-56)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            writer = Producer(
+                {"bootstrap.servers": destination.bootstrap_servers, "enable.idempotence": True}
+            )
+            writer.produce(topic, b"after-failover", partition=1)
+            assert writer.flush(30) == 0
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+    records = _read_committed(destination, topic)
+    assert records[-1][3] == b"after-failover" or any(r[3] == b"after-failover" for r in records)
+    open_txn.abort_transaction(30)
