@@ -206,12 +206,12 @@ def _assert_identical_batches(
         assert a[ATTRIBUTES_POS:PRODUCER_ID_POS] == b[ATTRIBUTES_POS:PRODUCER_ID_POS]
         assert a[PRODUCER_ID_POS + 8 :] == b[PRODUCER_ID_POS + 8 :]
         assert sb.producer_id == mirror_producer_id(sa.producer_id)
-        if sa.producer_id >= 0:
-            pids.add(sa.producer_id)
-            assert sb.producer_id <= -2
-            assert a[CRC_POS:ATTRIBUTES_POS] != b[CRC_POS:ATTRIBUTES_POS]
-        else:
+        if sa.producer_id == -1:  # no producer: nothing to rewrite
             assert a == b
+        else:  # a source's own id (>= 0) or one it mirrored (<= -2, failback): rewritten
+            if sa.producer_id >= 0:
+                pids.add(sa.producer_id)
+            assert a[CRC_POS:ATTRIBUTES_POS] != b[CRC_POS:ATTRIBUTES_POS]
     return pids
 
 

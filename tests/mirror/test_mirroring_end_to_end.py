@@ -73,7 +73,7 @@ def _wait_state(cluster, mirror: str, topic: str, state: str, timeout: float = 6
     return last
 
 
-def test_mirroring_copies_a_topic_refuses_local_writes_and_fails_over(clusters):
+def test_mirroring_copies_refuses_local_writes_fails_over_and_fails_back(clusters):
     source, destination = clusters
     topic = _name("orders")
     source.create_topic(topic, partitions=PARTITIONS)
@@ -135,6 +135,37 @@ def test_mirroring_copies_a_topic_refuses_local_writes_and_fails_over(clusters):
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
-    records = _read_committed(destination, topic)
-    assert records[-1][3] == b"after-failover" or any(r[3] == b"after-failover" for r in records)
+    assert any(r[3] == b"after-failover" for r in _read_committed(destination, topic))
+
+    # Failback (M-69): the old source comes back; its coordinator aborts the transaction left
+    # open (a marker beyond what was mirrored: the logs have diverged). A mirror of the same
+    # name, created on the old source towards the promoted cluster, truncates by the LME and
+    # by the diverging epoch, and copies back what the promoted cluster wrote.
     open_txn.abort_transaction(30)
+    old_end = partition(source, topic, 1).log_end_offset
+    assert old_end > ends[1]  # the open transaction's records and its marker
+    back = _admin(
+        source,
+        lambda c: create_cluster_mirror(
+            c, mirror, {"bootstrap.servers": destination.bootstrap_servers}
+        ),
+    )
+    assert back.error_code == 0, back.error_message
+    restarted = _admin(source, lambda c: start_mirror_topics(c, mirror, [topic]))
+    assert [(t.name, t.error_code) for t in restarted.topics] == [(topic, 0)]
+    _wait_state(source, mirror, topic, "MIRRORING")
+    promoted = {p: partition(destination, topic, p).log_end_offset for p in range(PARTITIONS)}
+    wait_until(
+        lambda: all(partition(source, topic, p).log_end_offset == promoted[p] for p in promoted),
+        60,
+        "the old source at the promoted cluster's end",
+    )
+    for p in range(PARTITIONS):
+        # Batch for batch; the producer id rewrite is its own inverse, so the batches the old
+        # source wrote itself are back with their original ids.
+        _assert_identical_batches(destination, source, topic, p, promoted[p])
+        old = partition(source, topic, p)
+        assert old.last_stable_offset == old.high_watermark
+    records = _read_committed(source, topic)
+    assert records == _read_committed(destination, topic)
+    assert not any(r[3].startswith(b"open-") for r in records if r[3])
