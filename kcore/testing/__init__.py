@@ -8,6 +8,7 @@ Install kcore and its pytest plugin registers itself (entry point ``pytest11``):
 """
 
 from kcore.testing.embedded import EmbeddedCluster, free_port
+from kcore.testing.mirroring import MirroredClusters
 from kcore.testing.processes import ProcessCluster, ServerProcess
 
-__all__ = ["EmbeddedCluster", "ProcessCluster", "ServerProcess", "free_port"]
+__all__ = ["EmbeddedCluster", "MirroredClusters", "ProcessCluster", "ServerProcess", "free_port"]

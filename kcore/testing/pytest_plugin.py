@@ -4,6 +4,9 @@
   give each test its own topic names);
 * ``kcore_cluster_factory`` — call it to get a fresh cluster for one test (``config=`` takes
   broker properties); it is stopped and its data removed after the test.
+* ``kcore_dr_clusters`` — a source and a destination cluster with the cluster mirror ``dr``
+  between them (:class:`~kcore.testing.mirroring.MirroredClusters`), for one test: mirror
+  topics, wait until in sync, fail over, fail back.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from kcore.testing.embedded import EmbeddedCluster
+from kcore.testing.mirroring import MirroredClusters
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +37,9 @@ def kcore_cluster_factory():
     for cluster in clusters:
         cluster.stop()
         cluster._cleanup()
+
+
+@pytest.fixture
+def kcore_dr_clusters():
+    with MirroredClusters() as clusters:
+        yield clusters
