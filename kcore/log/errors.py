@@ -41,3 +41,8 @@ class IndexOffsetOverflowError(LogError):
 
 class IndexFullError(LogError):
     """An append to an index that already holds ``max_entries`` entries; roll the segment."""
+
+
+class TruncationError(LogError):
+    """A truncation the log cannot do: to an offset below its log start offset (the caller
+    truncates fully and restarts the log at the new offset instead, as decision D-16 does)."""

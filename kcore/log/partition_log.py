@@ -47,6 +47,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from kcore.log.errors import TruncationError
 from kcore.log.file_records import FileSlice
 from kcore.log.leader_epoch_cache import LeaderEpochFileCache
 from kcore.log.log_retention import LogRetention
@@ -135,6 +136,19 @@ class _ValidatedBatch:
     first_offset: int
     last_offset: int
     max_timestamp: int
+    # The producer id as written: the batch's own, or the one a replacement header carries
+    # (the mirror's rewritten id, decision D-17).
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerHeader:
+    """A replacement for the 61-byte header of one batch a follower appends: the bytes (their
+    CRC already covering the new header and the batch's payload) and the producer id they
+    carry. Built by :func:`kcore.record.batch.rewritten_header` for the cluster mirror."""
+
+    header: bytes | bytearray
+    producer_id: int
 
 
 class PartitionLog(LogRetention):
@@ -248,7 +262,9 @@ class PartitionLog(LogRetention):
             batch = validator.validate(batch, origin, now_ms)
             header, max_ts = stamp_header(batch, offset, leader_epoch, append_time)
             last = offset + batch.last_offset_delta
-            validated.append(_ValidatedBatch(batch, header, offset, last, max_ts))
+            validated.append(
+                _ValidatedBatch(batch, header, offset, last, max_ts, batch.producer_id)
+            )
             offset = last + 1
         info = self._append(validated, origin, now_ms, leader_epoch=leader_epoch)
         info.log_append_time = append_time
@@ -360,30 +376,51 @@ class PartitionLog(LogRetention):
         )
 
     def append_as_follower(
-        self, records, *, now_ms: int, origin: AppendOrigin = AppendOrigin.REPLICATION
+        self,
+        records,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.REPLICATION,
+        headers: list[FollowerHeader | None] | None = None,
     ) -> LogAppendInfo:
         """Append batches that already carry offsets and leader epochs (follower, mirror).
 
-        The bytes are written exactly as given. Raises :class:`KafkaError` CORRUPT_MESSAGE on
-        a bad batch and UNKNOWN_SERVER_ERROR ("unexpected append offset") when the first offset
-        is below the log end offset or offsets do not increase.
+        ``records`` is a buffer of whole batches, or the list of :class:`RecordBatch` a caller
+        already framed. Each batch's CRC is checked as received; nothing else about its records
+        is looked at (no per-record walk, no offset assignment, no recompression): the leader
+        validated them. The bytes are written as they are, except that ``headers[i]``, when
+        given, replaces the first 61 bytes of batch ``i`` (the cluster mirror's producer-id
+        rewrite, decision D-17: the caller computed the new CRC over the new header and the
+        untouched payload); the payload is never copied. The batches' own leader epochs go to
+        the epoch cache and their producer ids to producer state.
+
+        Raises :class:`KafkaError` CORRUPT_MESSAGE on a bad batch and UNKNOWN_SERVER_ERROR
+        ("unexpected append offset") when the first offset is below the log end offset or
+        offsets do not increase; nothing is written then.
         """
-        batches = frame_batches(records, self.name)
+        batches = records if type(records) is list else frame_batches(records, self.name)
+        if not batches:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"no record batch to append to {self.name}")
         validated = []
         expected = self.log_end_offset
-        for batch in batches:
-            check_crc(batch, self.name)
-            if batch.base_offset < expected:
+        name = self.name
+        for i, batch in enumerate(batches):
+            check_crc(batch, name)
+            first = batch.base_offset
+            if first < expected:
                 raise KafkaError(
                     ErrorCode.UNKNOWN_SERVER_ERROR,
-                    f"unexpected append offset {batch.base_offset} in {self.name}: the log end "
+                    f"unexpected append offset {first} in {name}: the log end "
                     f"offset is {self.log_end_offset} and offsets must increase",
                 )
-            validated.append(
-                _ValidatedBatch(
-                    batch, None, batch.base_offset, batch.last_offset, batch.max_timestamp
-                )
-            )
+            replacement = None if headers is None else headers[i]
+            last, max_ts = batch.last_offset, batch.max_timestamp
+            if replacement is None:
+                v = _ValidatedBatch(batch, None, first, last, max_ts, batch.producer_id)
+            else:
+                header, pid = replacement.header, replacement.producer_id
+                v = _ValidatedBatch(batch, header, first, last, max_ts, pid)
+            validated.append(v)
             expected = batch.last_offset + 1
         return self._append(validated, origin, now_ms, leader_epoch=None)
 
@@ -423,9 +460,9 @@ class PartitionLog(LogRetention):
                     continue
                 if control is None or not control.is_transaction_marker:
                     continue  # other control types carry no producer state
-            if not has_producer_id(b.producer_id):
+            pid = v.producer_id
+            if not has_producer_id(pid):
                 continue
-            pid = b.producer_id
             info = infos.get(pid)
             if info is None:
                 marker_origin = (
@@ -688,11 +725,18 @@ class PartitionLog(LogRetention):
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a follower diverged, a mirror failed
-        back); returns whether anything was removed."""
+        back); returns whether anything was removed.
+
+        Raises :class:`~kcore.log.errors.TruncationError` for an offset below the log start
+        offset (nothing is removed): the caller wanted :meth:`truncate_fully_and_start_at`.
+        """
         if offset >= self.log_end_offset:
             return False
         if offset < self.log_start_offset:
-            raise ValueError(f"cannot truncate {self.name} below its log start offset")
+            raise TruncationError(
+                f"cannot truncate {self.name} to {offset}: below its log start offset "
+                f"{self.log_start_offset} (truncate fully and restart the log instead)"
+            )
         keep = self._segment_index(offset)
         if self.segments[keep].base_offset == offset and keep > 0:
             keep -= 1  # the segment starting at offset goes entirely

@@ -76,9 +76,23 @@ SNAPSHOT_SUFFIX = ".snapshot"
 
 
 class AppendOrigin(enum.Enum):
+    """Who writes a batch; it decides which checks the log applies.
+
+    ``REPLICATION`` and ``MIRROR`` are trusted: their batches were validated where they were
+    first written (the leader, the source cluster), so producer epochs and coordinator epochs
+    are only recorded. ``MIRROR`` is the cluster mirror's own writes to a read-only mirror
+    topic (mirrored batches, the ABORT markers and MIRROR_PID_RESET of STOPPING): the only
+    origin the mirror write guard lets in (decision D-18).
+    """
+
     CLIENT = "client"
-    REPLICATION = "replication"  # followers and the mirror fetcher: trusted, only recorded
+    REPLICATION = "replication"  # followers: trusted, only recorded
     COORDINATOR = "coordinator"  # transaction markers
+    MIRROR = "mirror"  # the cluster mirror: trusted like replication, and allowed on mirrors
+
+
+#: Origins whose producer and coordinator epochs are recorded, never checked.
+TRUSTED_ORIGINS = frozenset({AppendOrigin.REPLICATION, AppendOrigin.MIRROR})
 
 
 def has_producer_id(producer_id: int) -> bool:
@@ -219,7 +233,7 @@ class ProducerAppendInfo:
     def _check_epoch(self, producer_epoch: int, offset: int) -> None:
         if (
             producer_epoch < self.entry.producer_epoch
-            and self.origin is not AppendOrigin.REPLICATION
+            and self.origin not in TRUSTED_ORIGINS
         ):
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -292,7 +306,7 @@ class ProducerAppendInfo:
         self._check_epoch(producer_epoch, offset)
         if (
             self.entry.coordinator_epoch > coordinator_epoch
-            and self.origin is not AppendOrigin.REPLICATION
+            and self.origin not in TRUSTED_ORIGINS
         ):
             raise KafkaError(
                 ErrorCode.TRANSACTION_COORDINATOR_FENCED,

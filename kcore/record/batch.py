@@ -438,6 +438,21 @@ class RecordBatch:
         _INT64.pack_into(view, PRODUCER_ID_POS, producer_id)
         self._rewrite_crc(view)
 
+    def header_with_producer_id(self, producer_id: int) -> bytearray:
+        """A copy of the 61-byte header carrying ``producer_id`` and the CRC the batch has with
+        it, the batch itself untouched (read-only buffers too).
+
+        The mirror's rewrite (D-17) without copying the payload: the log writes this header
+        followed by the original payload (``PartitionLog.append_as_follower``'s ``headers``).
+        Costs one CRC pass over the payload, as :meth:`set_producer_id`.
+        """
+        view = self._view
+        header = bytearray(view[:RECORDS_POS])
+        _INT64.pack_into(header, PRODUCER_ID_POS, producer_id)
+        crc = crc32c(view[RECORDS_POS:], crc32c(memoryview(header)[ATTRIBUTES_POS:]))
+        _UINT32.pack_into(header, CRC_POS, crc)
+        return header
+
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
         """Set the timestamp type bit and max timestamp, recomputing the CRC if they change.
 

@@ -1,7 +1,8 @@
 """One partition as this broker sees it: its role, epochs, replicas, and its local log.
 
 The metadata log says who leads each partition at which leader epoch; the replica manager turns
-each change into :meth:`Partition.update_state`. A partition is the **leader** here when the
+each change into :meth:`Partition.make_leader` or :meth:`Partition.make_follower` (Kafka's
+``Partition.makeLeader`` / ``makeFollower``). A partition is the **leader** here when the
 metadata names this node, a **follower** when this node is another replica.
 
 Leader-side checks every request goes through (:meth:`Partition.check_leader_epoch`):
@@ -12,8 +13,14 @@ Leader-side checks every request goes through (:meth:`Partition.check_leader_epo
 
 High watermark: on a leader it is the smallest log end offset of the in-sync replicas; with
 this node as the only in-sync replica that is the local log end offset, set after every append.
-Writes pass the partition's **write guard** first: cluster mirroring installs one that refuses
-local writes to read-only mirror topics (decision D-18) while letting the mirror fetcher in.
+
+Writes pass the partition's **write guard** first, given at construction: cluster mirroring's
+refuses local writes to read-only mirror topics (decision D-18) while letting the mirror's own
+(``AppendOrigin.MIRROR``) in. :attr:`Partition.read_only_hold` keeps a partition read-only for a
+mirror whatever its config says (the STOPPING sequence, spec M-05).
+
+Server code reaches the log only through this class (reads, appends, truncation, DeleteRecords,
+producer-state checks, epoch lookups), so that the rules of each live in one place.
 """
 
 from __future__ import annotations
@@ -22,8 +29,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kcore.log.partition_log import FetchDataInfo, FetchIsolation, LogAppendInfo, PartitionLog
-from kcore.log.producer_state import AppendOrigin
+from kcore.log.partition_log import (
+    FetchDataInfo,
+    FetchIsolation,
+    FollowerHeader,
+    LogAppendInfo,
+    PartitionLog,
+)
+from kcore.log.producer_state import AppendOrigin, ProducerStateManager
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 NO_LEADER = -1
@@ -44,6 +57,43 @@ class PartitionState:
 WriteGuard = Callable[["Partition", AppendOrigin], None]
 
 
+def allow_all_writes(partition: Partition, origin: AppendOrigin) -> None:
+    """The write guard of a broker without cluster mirroring: every write may go in."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """One partition of a Fetch, as the replica layer reads it.
+
+    ``replica_id`` is the fetching follower's id (-1: a consumer); ``current_leader_epoch`` and
+    ``last_fetched_epoch`` are -1 when the fetcher sent none.
+    """
+
+    fetch_offset: int
+    max_bytes: int
+    isolation: FetchIsolation
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    replica_id: int = -1
+    min_one_batch: bool = True
+
+
+@dataclass(slots=True)
+class LogReadResult:
+    """What a read of one partition returns (Kafka's ``LogReadResult``): the records (empty
+    when the fetcher must truncate first), the partition's offsets at the time of the read,
+    and the diverging epoch ``(epoch, end offset)`` when the fetcher's ``last_fetched_epoch``
+    is not in this log's history as it says (KIP-595: truncate to ``end offset``, then fetch
+    again)."""
+
+    info: FetchDataInfo
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: tuple[int, int] | None = None
+
+
 @dataclass(slots=True)
 class Partition:
     topic: str
@@ -51,9 +101,12 @@ class Partition:
     topic_id: uuid.UUID
     node_id: int
     log: PartitionLog
+    write_guard: WriteGuard = allow_all_writes
     state: PartitionState = field(default_factory=PartitionState)
     # LEO of each follower as last reported by its fetches (the leader's view).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
+    # The mirror that keeps this partition read-only whatever its config says (M-05), or None.
+    read_only_hold: str | None = None
 
     @property
     def name(self) -> str:
@@ -67,16 +120,51 @@ class Partition:
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
 
-    def update_state(self, state: PartitionState) -> bool:
-        """Apply a new registration; returns True when this node just became leader."""
-        became_leader = state.leader == self.node_id and (
-            not self.is_leader or state.leader_epoch != self.state.leader_epoch
-        )
+    # -- offsets (the log's, read through here) ------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """For the KIP-890 verification and DescribeProducers (read and guard, never write)."""
+        return self.log.producer_state
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""
+        return self.log.end_offset_for_epoch(epoch)
+
+    # -- roles -----------------------------------------------------------------------------
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """This node leads at ``state.leader_epoch``; returns True when it just became leader
+        or its epoch changed (followers' positions are forgotten: they report again)."""
+        changed = not self.is_leader or state.leader_epoch != self.state.leader_epoch
         self.state = state
-        if became_leader:
+        if changed:
             self.follower_end_offsets = {}
             self.maybe_advance_high_watermark()
-        return became_leader
+        return changed
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Another node leads; returns True when the leader or its epoch changed."""
+        changed = state.leader != self.state.leader or state.leader_epoch != self.state.leader_epoch
+        self.state = state
+        self.follower_end_offsets = {}
+        return changed
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -102,6 +190,10 @@ class Partition:
                 f"(leader {self.state.leader})",
             )
 
+    def check_writable(self, origin: AppendOrigin) -> None:
+        """The write guard's verdict for a write of ``origin`` (raises KafkaError to refuse)."""
+        self.write_guard(self, origin)
+
     # -- appends ---------------------------------------------------------------------------
 
     def append_as_leader(
@@ -112,11 +204,9 @@ class Partition:
         min_insync_replicas: int,
         now_ms: int,
         origin: AppendOrigin,
-        write_guard: WriteGuard | None,
     ) -> LogAppendInfo:
         self.check_leader_epoch(-1, require_leader=True)
-        if write_guard is not None:
-            write_guard(self, origin)
+        self.write_guard(self, origin)
         if required_acks == -1 and len(self.state.isr) < min_insync_replicas:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -128,6 +218,51 @@ class Partition:
         )
         self.maybe_advance_high_watermark()
         return info
+
+    def append_as_follower(
+        self,
+        records,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.REPLICATION,
+        headers: list[FollowerHeader | None] | None = None,
+    ) -> LogAppendInfo:
+        """Append batches that carry their offsets and epochs: a follower's copy of its leader,
+        or the cluster mirror's copy of a source partition (``origin=MIRROR``: this node may
+        well lead the destination partition). Checked by the write guard, then by the log
+        (CRC as received, offsets increasing: see ``PartitionLog.append_as_follower``); the
+        high watermark moves as for any append on a leader."""
+        self.write_guard(self, origin)
+        info = self.log.append_as_follower(records, now_ms=now_ms, origin=origin, headers=headers)
+        self.maybe_advance_high_watermark()
+        return info
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset``; raises ``TruncationError`` below the
+        log start offset (see ``PartitionLog.truncate_to``)."""
+        return self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Empty the log and restart it at ``offset`` (the mirror's D-16)."""
+        self.log.truncate_fully_and_start_at(offset, now_ms)
+
+    def delete_records(self, offset: int, now_ms: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark) and
+        delete the segments wholly below it; returns the new low watermark. A write: the
+        write guard refuses it on a read-only mirror topic (D-18)."""
+        self.check_leader_epoch(-1, require_leader=True)
+        self.write_guard(self, AppendOrigin.CLIENT)
+        if not self.log.config.delete:  # as Kafka's Partition.deleteRecordsOnLeader
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"records of {self.log.name} cannot be deleted: cleanup.policy has no delete",
+            )
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset}")
+        low = self.log.increment_log_start_offset(target)
+        self.log.delete_segments_below_log_start(now_ms)
+        return low
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = the smallest LEO among in-sync replicas (this node's own: its log's LEO)."""
@@ -145,6 +280,43 @@ class Partition:
 
     # -- reads -----------------------------------------------------------------------------
 
+    def fetch_records(self, params: FetchParams) -> LogReadResult:
+        """Read for a consumer or a follower (Kafka's ``Partition.fetchRecords``).
+
+        In order: the leader-epoch checks (raising KafkaError); then, with a
+        ``last_fetched_epoch``, the divergence check of KIP-595 (a result with no records and
+        the diverging epoch); then the read. A follower's fetch offset is recorded as its log
+        end offset, moving the high watermark, only after all of these passed: a fenced or
+        diverging follower moves nothing.
+        """
+        self.check_leader_epoch(params.current_leader_epoch, require_leader=True)
+        plog = self.log
+        if params.last_fetched_epoch >= 0:
+            epoch, end = plog.end_offset_for_epoch(params.last_fetched_epoch)
+            if epoch < params.last_fetched_epoch or end < params.fetch_offset:
+                return self._result(FetchDataInfo(params.fetch_offset), (epoch, end))
+        info = plog.read(
+            params.fetch_offset,
+            params.max_bytes,
+            params.isolation,
+            min_one_batch=params.min_one_batch,
+        )
+        if params.replica_id >= 0:
+            self.follower_end_offsets[params.replica_id] = params.fetch_offset
+            self.maybe_advance_high_watermark()
+        return self._result(info, None)
+
+    def _result(self, info: FetchDataInfo, diverging: tuple[int, int] | None) -> LogReadResult:
+        plog = self.log
+        return LogReadResult(
+            info,
+            plog.high_watermark,
+            plog.last_stable_offset,
+            plog.log_start_offset,
+            plog.log_end_offset,
+            diverging,
+        )
+
     def read(
         self,
         fetch_offset: int,
@@ -154,6 +326,6 @@ class Partition:
         current_leader_epoch: int = -1,
         min_one_batch: bool = True,
     ) -> FetchDataInfo:
-        """Consumers and followers both read from the leader (no KIP-392 follower fetching)."""
+        """A plain read on the leader (coordinators loading their partitions)."""
         self.check_leader_epoch(current_leader_epoch, require_leader=True)
         return self.log.read(fetch_offset, max_bytes, isolation, min_one_batch=min_one_batch)

@@ -53,9 +53,9 @@ from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
 from kcore.mirror.admission import UnknownMirrorStates
+from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.replica.partition import PartitionState
 from kcore.replica.replica_manager import ReplicaManager
 from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
@@ -141,11 +141,14 @@ class KafkaBroker:
                 else None
             ),
         )
+        # Cluster mirroring: topics whose mirror.name is active are read-only (D-18).
+        self.mirror_write_guard = MirrorWriteGuard(lambda topic: self._topic_config(topic).mirror)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
             notify=self.purgatory.notify,
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
+            write_guard=self.mirror_write_guard,
         )
         # authorizer.class.name: Kafka's StandardAuthorizer over this node's metadata image
         # (ACLs in force as soon as the image has them), or None: every request is allowed.
@@ -180,6 +183,11 @@ class KafkaBroker:
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (
             self.transaction_coordinator.verify_txn_offset_commit
+        )
+        # They load and unload their partitions after each change of this node's partitions.
+        self.replica_manager.add_listener(lambda _: self.group_coordinator.leadership_changed())
+        self.replica_manager.add_listener(
+            lambda _: self.transaction_coordinator.leadership_changed()
         )
         self.quorum = quorum_factory(self)
         self.controller_service: ControllerService | None = None
@@ -301,13 +309,13 @@ class KafkaBroker:
             for topic, index, required, _entry in waits:
                 while True:
                     partition = self.replica_manager.partitions.get((topic, index))
-                    if partition is None or partition.log.high_watermark >= required:
+                    if partition is None or partition.high_watermark >= required:
                         break
                     await self.purgatory.wait([(topic, index)], timeout_s)
         if scope.cancelled_caught:
             for topic, index, required, entry in waits:
                 partition = self.replica_manager.partitions.get((topic, index))
-                if partition is not None and partition.log.high_watermark < required:
+                if partition is not None and partition.high_watermark < required:
                     entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
 
     # -- metadata publisher ------------------------------------------------------------------
@@ -326,32 +334,8 @@ class KafkaBroker:
         topics_delta = getattr(delta, "topics_delta", None)
         if topics_delta is not None:
             self._topic_configs.clear()
-            changes = topics_delta.local_changes(self.node_id)
-            for topic_id, index in changes.deletes:
-                old = topics_delta.previous.by_id.get(topic_id) or topics_delta.deleted.get(
-                    topic_id
-                )
-                if old is not None:
-                    self.replica_manager.remove_partition(old.name, index, delete_log=True)
-            for (topic_id, index), (name, reg) in {
-                **changes.followers,
-                **changes.leaders,
-            }.items():
-                self.replica_manager.apply_partition(
-                    name,
-                    topic_id,
-                    index,
-                    PartitionState(
-                        leader=reg.leader,
-                        leader_epoch=reg.leader_epoch,
-                        partition_epoch=reg.partition_epoch,
-                        replicas=tuple(reg.replicas),
-                        isr=tuple(reg.isr),
-                    ),
-                    now,
-                )
-            self.group_coordinator.leadership_changed()
-            self.transaction_coordinator.leadership_changed()
+            # Partitions created, led, followed, deleted; then its listeners (coordinators).
+            self.replica_manager.apply_delta(topics_delta, now)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

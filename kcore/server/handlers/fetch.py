@@ -32,6 +32,7 @@ from kcore.log.partition_log import FetchIsolation
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.partition import FetchParams
 from kcore.server import authz
 from kcore.server.fetch_session import error_partition_data, replica_id_of
 from kcore.server.registry import HandlerRegistry
@@ -48,27 +49,28 @@ def _isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
 def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_data):
     """Read one partition; returns (PartitionData, bytes read)."""
     try:
-        partition = replicas.partition_or_error(tp.topic, tp.partition)
-        plog = partition.log
-        if fp.last_fetched_epoch >= 0:
-            partition.check_leader_epoch(fp.current_leader_epoch, require_leader=True)
-            epoch, end = plog.end_offset_for_epoch(fp.last_fetched_epoch)
-            if epoch < fp.last_fetched_epoch or end < fp.fetch_offset:
-                data = _partition_data(plog)
-                data.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
-                return data, 0
-        max_bytes = max(min(fp.partition_max_bytes, budget), 0)
-        _, info = replicas.fetch(
-            tp.topic,
-            tp.partition,
-            fp.fetch_offset,
-            max_bytes,
-            isolation,
+        params = FetchParams(
+            fetch_offset=fp.fetch_offset,
+            max_bytes=max(min(fp.partition_max_bytes, budget), 0),
+            isolation=isolation,
             current_leader_epoch=fp.current_leader_epoch,
+            last_fetched_epoch=fp.last_fetched_epoch,
             replica_id=replica_id,
             min_one_batch=first_with_data,
         )
-        data = _partition_data(plog)
+        result = replicas.fetch(tp.topic, tp.partition, params)
+        data = PD(
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            aborted_transactions=None,  # null unless read_committed, as Kafka answers
+            records=b"",
+        )
+        if result.diverging_epoch is not None:
+            epoch, end = result.diverging_epoch
+            data.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end)
+            return data, 0
+        info = result.info
         size = info.size
         if info.records:
             data.records = (
@@ -93,16 +95,6 @@ def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_
                     leader_id=partition.state.leader, leader_epoch=partition.state.leader_epoch
                 )
         return data, 0
-
-
-def _partition_data(plog) -> m.FetchResponse.PartitionData:
-    return PD(
-        high_watermark=plog.high_watermark,
-        last_stable_offset=plog.last_stable_offset,
-        log_start_offset=plog.log_start_offset,
-        aborted_transactions=None,  # null unless read_committed, as Kafka answers
-        records=b"",
-    )
 
 
 def register(registry: HandlerRegistry) -> None:

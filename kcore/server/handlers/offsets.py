@@ -15,7 +15,6 @@ import time
 from collections import Counter
 
 from kcore.log.partition_log import FetchIsolation, PartitionLog
-from kcore.log.producer_state import AppendOrigin
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -197,9 +196,7 @@ def register(registry: HandlerRegistry) -> None:
             allowed = _allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic for t in body.topics))
 
         def answer(partition, p, entry) -> None:
-            entry.leader_epoch, entry.end_offset = partition.log.end_offset_for_epoch(
-                p.leader_epoch
-            )
+            entry.leader_epoch, entry.end_offset = partition.end_offset_for_epoch(p.leader_epoch)
 
         requested = (
             (t.topic, ((p.partition, p.current_leader_epoch, p) for p in t.partitions))
@@ -222,19 +219,10 @@ def register(registry: HandlerRegistry) -> None:
         allowed = _allowed_topics(ctx, AclOperation.DELETE, (t.name for t in body.topics))
 
         def answer(partition, p, entry) -> None:
-            if replicas.write_guard is not None:  # mirror topics are read-only (D-18)
-                replicas.write_guard(partition, AppendOrigin.CLIENT)
-            plog = partition.log
-            if not plog.config.delete:  # as Kafka's Partition.deleteRecordsOnLeader
-                raise KafkaError(
-                    ErrorCode.POLICY_VIOLATION,
-                    f"records of {plog.name} cannot be deleted: cleanup.policy has no delete",
-                )
-            target = plog.high_watermark if p.offset == -1 else p.offset
-            if target < 0:
-                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {p.offset}")
-            entry.low_watermark = plog.increment_log_start_offset(target)
-            plog.delete_segments_below_log_start(int(time.time() * 1000))
+            # Through the write guard: mirror topics are read-only (D-18).
+            entry.low_watermark = replicas.delete_records(
+                partition.topic, partition.index, p.offset, int(time.time() * 1000)
+            )
 
         requested = (
             (t.name, ((p.partition_index, NO_EPOCH, p) for p in t.partitions)) for t in body.topics
@@ -257,7 +245,7 @@ def register(registry: HandlerRegistry) -> None:
         allowed = _allowed_topics(ctx, AclOperation.READ, (t.name for t in body.topics))
 
         def answer(partition, _, entry) -> None:
-            psm = partition.log.producer_state
+            psm = partition.producer_state
             for pid, e in sorted(psm.producers.items()):
                 entry.active_producers.append(
                     Resp.ProducerState(

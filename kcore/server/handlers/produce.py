@@ -258,7 +258,7 @@ class _Verification:
         if self.failure is not None:
             raise self.failure
         partition = replicas.leader_partition(topic, index)  # it may have moved meanwhile
-        partition.log.producer_state.check_verified(
+        partition.producer_state.check_verified(
             batch.producer_id, batch.producer_epoch, self.guard
         )
 
@@ -306,7 +306,7 @@ async def _verify(
             # the leader while the coordinator answered for the other partitions.
             verifying[(topic, pd.index)] = _Verification(None)
             continue
-        guard = partition.log.producer_state.maybe_start_transaction_verification(
+        guard = partition.producer_state.maybe_start_transaction_verification(
             producer_id, producer_epoch, now_ms
         )
         if guard is not None:  # None: the transaction is ongoing here, nothing to ask
