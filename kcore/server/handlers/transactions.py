@@ -63,6 +63,18 @@ def _unwritable_partitions(ctx, topics) -> dict[tuple[str, int], int]:
     }
 
 
+def _mirror_partitions(broker, topics) -> dict[tuple[str, int], int]:
+    """AddPartitionsToTxn v0-3: partitions of read-only mirror topics (D-18) never join a
+    transaction (TOPIC_IS_MIRROR), so no transactional write can start there."""
+    refused: dict[tuple[str, int], int] = {}
+    for t in topics:
+        try:
+            broker.mirror_write_guard.check_topic(t.name, "add to a transaction")
+        except KafkaError as e:
+            refused.update({(t.name, index): int(e.code) for index in t.partitions})
+    return refused
+
+
 def _init_producer_id_denied(ctx, transactional_id: str | None) -> ErrorCode:
     if transactional_id is not None:
         if authz.allowed(ctx, WRITE, TXN_ID, transactional_id):
@@ -168,7 +180,11 @@ def register(registry: HandlerRegistry) -> None:
                     topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 )
             unknown = _unknown_partitions(ctx.server.metadata_image, topics)
-            rejected = {**unknown, **_unwritable_partitions(ctx, topics)}
+            rejected = {
+                **unknown,
+                **_mirror_partitions(ctx.server, topics),
+                **_unwritable_partitions(ctx, topics),
+            }
         elif not authz.allowed_on_cluster(ctx, AclOperation.CLUSTER_ACTION):
             raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return await svc.call(
