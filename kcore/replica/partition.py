@@ -143,6 +143,11 @@ class Partition:
         """For the KIP-890 verification and DescribeProducers (read and guard, never write)."""
         return self.log.producer_state
 
+    @property
+    def latest_epoch(self) -> int | None:
+        """The leader epoch of the last batch in the log (None for an empty history)."""
+        return self.log.latest_epoch
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""
         return self.log.end_offset_for_epoch(epoch)

@@ -212,6 +212,9 @@ class KafkaBroker:
         self._topic_configs: dict[str, LogConfig] = {}
         # The offset of the image in which the finalized features last changed (see features()).
         self._features_changed_at = UNKNOWN_FINALIZED_FEATURES_EPOCH
+        self._nursery: trio.Nursery | None = None  # the node's services, while it runs
+        self.mirror_fetchers: dict[str, Any] = {}  # mirror name -> MirrorFetcherManager
+        self._mirror_scopes: dict[str, trio.CancelScope] = {}
 
     # -- what handlers use -------------------------------------------------------------------
 
@@ -318,6 +321,41 @@ class KafkaBroker:
                 if partition is not None and partition.high_watermark < required:
                     entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
 
+    # -- cluster mirroring: this broker's mirror fetchers ------------------------------------
+
+    async def start_mirror_fetcher(self, mirror: str, bootstrap_servers: str, **options):
+        """Start (or return the running) :class:`~kcore.mirror.fetcher.MirrorFetcherManager`
+        of ``mirror`` in this node's nursery; ``options`` are its keyword arguments
+        (``listener``, ``config``, ``num_fetchers``, ``client_options``). Whoever runs the
+        mirror's state machine adds and removes its partitions."""
+        from kcore.mirror.fetcher import MirrorFetcherManager
+
+        running = self.mirror_fetchers.get(mirror)
+        if running is not None:
+            return running
+        if self._nursery is None:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the node is not running")
+        manager = MirrorFetcherManager(
+            mirror, self.node_id, self.replica_manager, bootstrap_servers, **options
+        )
+        scope = trio.CancelScope()
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED):
+            with scope:
+                await manager.run(task_status=task_status)
+
+        await self._nursery.start(run)
+        self.mirror_fetchers[mirror] = manager
+        self._mirror_scopes[mirror] = scope
+        return manager
+
+    def stop_mirror_fetcher(self, mirror: str) -> None:
+        """Stop ``mirror``'s fetchers and close its connections (nothing if none runs)."""
+        self.mirror_fetchers.pop(mirror, None)
+        scope = self._mirror_scopes.pop(mirror, None)
+        if scope is not None:
+            scope.cancel()
+
     # -- metadata publisher ------------------------------------------------------------------
 
     def on_metadata_update(self, delta, image: MetadataImage) -> None:
@@ -373,6 +411,7 @@ class KafkaBroker:
             )
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 await nursery.start(self.quorum.run)
                 if self.controller_service is not None:
                     await nursery.start(self.controller_service.run)
@@ -405,6 +444,9 @@ class KafkaBroker:
                 self.log_manager.abort_cleaning()  # a long round would hold up the cancel
                 nursery.cancel_scope.cancel()
         finally:
+            self._nursery = None
+            self.mirror_fetchers.clear()
+            self._mirror_scopes.clear()
             with trio.CancelScope(shield=True):
                 self.log_manager.shutdown(self.broker_epoch)
                 await self.controller_channel.aclose()

@@ -1,0 +1,170 @@
+"""The mirror's leader endpoint: a source-cluster broker, reached over ``kcore.client``.
+
+A :class:`RemoteLeaderEndpoint` is the ``LeaderEndpoint`` (``kcore.replica.fetcher``) of one
+mirror fetcher: it sends **consumer** Fetch requests (replica id -1, spec M-26) with isolation
+level READ_COMMITTED (decision D-19: the source answers up to its LSO) to one source broker,
+through the mirror's own :class:`~kcore.client.KafkaClient` (one connection pool per mirror,
+D-25, whose client id is ``broker-<id>-fetcher-<n>-mirror-<name>``, M-31).
+
+Versions: the highest Fetch both sides support. From v12 the partitions carry
+``LastFetchedEpoch`` and the source reports a diverging epoch (truncation on fetch, M-27);
+below v12 the field is left out (M-28: no divergence detection, replication still works);
+from v13 topics go by id — the destination topic has the source's id (M-06). The endpoint never
+sends OffsetsForLeaderEpoch (M-27: epochs do not compare across clusters):
+:meth:`RemoteLeaderEndpoint.epoch_end_offsets` refuses.
+
+Each Fetch is a full, sessionless one (session epoch -1). Responses are parsed into the
+endpoint-neutral ``PartitionResponse``; the records stay memoryviews into the received frame.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from kcore.client.cluster import KafkaClient
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
+
+__all__ = ["RemoteLeaderEndpoint", "mirror_client_id"]
+
+FETCH_KEY = 1
+LAST_FETCHED_EPOCH_VERSION = 12  # KIP-595
+TOPIC_ID_VERSION = 13  # KIP-516
+EARLIEST, LATEST = -2, -1
+READ_COMMITTED = 1
+
+
+def mirror_client_id(broker_id: int, fetcher_number: int, mirror: str) -> str:
+    """Spec M-31: ``broker-<destinationBrokerId>-fetcher-<n>-mirror-<mirrorName>``."""
+    return f"broker-{broker_id}-fetcher-{fetcher_number}-mirror-{mirror}"
+
+
+class RemoteLeaderEndpoint:
+    """One source broker as a fetcher's leader (see the module docstring)."""
+
+    def __init__(self, client: KafkaClient, broker_id: int, *, rack_id: str = "") -> None:
+        self.client = client
+        self.broker_id = broker_id
+        self.rack_id = rack_id
+        self.fetch_version: int | None = None  # negotiated on first use
+
+    @property
+    def supports_last_fetched_epoch(self) -> bool:
+        # Decided per request from the negotiated version (M-28); the core always offers it.
+        return True
+
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, PartitionResponse]:
+        conn = await self.client.connection(self.broker_id)
+        version = conn.version_for(FETCH_KEY)
+        self.fetch_version = version
+        by_id = version >= TOPIC_ID_VERSION
+        with_epoch = version >= LAST_FETCHED_EPOCH_VERSION
+        F = m.FetchRequest
+        topics: dict[str, list] = {}
+        ids: dict[str, uuid.UUID] = {}
+        names: dict[uuid.UUID, str] = {}
+        for p in plan.partitions:
+            topics.setdefault(p.topic, []).append(
+                F.FetchPartition(
+                    partition=p.partition,
+                    current_leader_epoch=p.current_leader_epoch,
+                    fetch_offset=p.fetch_offset,
+                    last_fetched_epoch=p.last_fetched_epoch if with_epoch else -1,
+                    partition_max_bytes=p.partition_max_bytes,
+                )
+            )
+            ids[p.topic] = p.topic_id
+            names[p.topic_id] = p.topic
+        body = F(
+            replica_id=-1,  # a consumer fetch (M-26), bounded by the LSO (D-19)
+            max_wait_ms=plan.max_wait_ms,
+            min_bytes=plan.min_bytes,
+            max_bytes=plan.max_bytes,
+            isolation_level=plan.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                F.FetchTopic(topic=name, topic_id=ids[name], partitions=parts)
+                for name, parts in topics.items()
+            ],
+            rack_id=self.rack_id,
+        )
+        # The long poll may take max_wait_ms: the request timeout must outlast it.
+        timeout = plan.max_wait_ms / 1000 + (self.client.request_timeout or 30.0)
+        response = await conn.request(body, version, timeout=timeout)
+        if response.error_code:
+            raise KafkaError(response.error_code, "Fetch from the source cluster failed")
+        out: dict[TopicPartition, PartitionResponse] = {}
+        for t in response.responses:
+            name = names.get(t.topic_id) if by_id else t.topic
+            if name is None:
+                continue
+            for p in t.partitions:
+                diverging = p.diverging_epoch if with_epoch else None
+                leader = p.current_leader if with_epoch else None
+                out[(name, p.partition_index)] = PartitionResponse(
+                    error_code=p.error_code,
+                    high_watermark=p.high_watermark,
+                    last_stable_offset=p.last_stable_offset,
+                    log_start_offset=p.log_start_offset,
+                    records=p.records if p.records is not None else b"",
+                    diverging_epoch=(
+                        (diverging.epoch, diverging.end_offset)
+                        if diverging is not None and diverging.epoch >= 0
+                        else None
+                    ),
+                    current_leader=(
+                        (leader.leader_id, leader.leader_epoch)
+                        if leader is not None and leader.leader_id >= 0
+                        else None
+                    ),
+                )
+        return out
+
+    async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        L = m.ListOffsetsRequest
+        body = L(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L.ListOffsetsTopic(
+                    name=tp[0],
+                    partitions=[
+                        L.ListOffsetsPartition(
+                            partition_index=tp[1],
+                            current_leader_epoch=leader_epoch,
+                            timestamp=timestamp,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self.client.request(self.broker_id, body)
+        for t in response.topics:
+            for p in t.partitions:
+                if p.partition_index == tp[1]:
+                    if p.error_code:
+                        raise KafkaError(p.error_code, f"ListOffsets of {tp[0]}-{tp[1]}")
+                    return p.offset
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {tp}")
+
+    async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
+        return await self._list_offset(tp, leader_epoch, EARLIEST)
+
+    async def latest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
+        """The source's high watermark (a consumer's "latest")."""
+        return await self._list_offset(tp, leader_epoch, LATEST)
+
+    async def epoch_end_offsets(
+        self, partitions: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "a mirror never sends OffsetsForLeaderEpoch to its source (spec M-27): leader "
+            "epochs do not compare across clusters; it truncates on fetch instead",
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to close: the connections belong to the mirror's pool."""
