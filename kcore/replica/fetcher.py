@@ -153,6 +153,7 @@ class FetcherTask:
         handler: PartitionHandler,
         config: FetcherConfig,
         on_leader_change: Callable[[TopicPartition, PartitionError], None],
+        on_failed: Callable[[TopicPartition], None] = lambda tp: None,
     ) -> None:
         self.name = name
         self.leader_id = leader_id
@@ -164,6 +165,7 @@ class FetcherTask:
             config = _replace(config, use_last_fetched_epoch=False)
         self.core = FetcherCore(config)
         self._on_leader_change = on_leader_change
+        self._on_failed = on_failed
         self._wake = trio.Event()
         self._closed = False
         self.fetches = 0  # requests sent (tests and metrics)
@@ -248,6 +250,7 @@ class FetcherTask:
                 )
                 if action.fail is not None:
                     core.remove_partition(tp)
+                    self._on_failed(tp)
                     self.handler.on_failed(tp, action.fail)
                 elif action.restart_at is not None:
                     core.restart_at(tp, action.restart_at)
@@ -401,6 +404,7 @@ class FetcherManager:
             self.handler,
             self.config,
             self._leader_changed,
+            self._remove,
         )
         self.fetchers[key] = fetcher
         self._nursery.start_soon(fetcher.run)

@@ -179,11 +179,13 @@ def _read_committed(cluster, topic: str) -> list[tuple]:
     return sorted(out)
 
 
-def _assert_identical_batches(source, destination, topic: str, index: int, end: int) -> set:
+def _assert_identical_batches(
+    source, destination, topic: str, index: int, end: int, start: int = 0
+) -> set:
     """Batch for batch over a raw Fetch: same bytes but CRC and producer id; returns the
     source producer ids the batches carried."""
-    src = raw_batches(source, topic, index, 0, end)
-    dst = raw_batches(destination, topic, index, 0, end)
+    src = raw_batches(source, topic, index, start, end)
+    dst = raw_batches(destination, topic, index, start, end)
     assert len(src) == len(dst) and src, (len(src), len(dst))
     pids = set()
     for a, b in zip(src, dst, strict=True):
@@ -334,5 +336,104 @@ def test_mirror_fetcher_destination_restart_resumes_with_no_gap_and_no_duplicate
         assert values == [b"first-%d" % i for i in range(50)] + [
             b"second-%d" % i for i in range(50)
         ]
+    finally:
+        _stop_fetcher(destination)
+
+
+def _delete_records(cluster, topic: str, index: int, offset: int) -> None:
+    async def delete():
+        cluster.broker.replica_manager.delete_records(topic, index, offset, 0)
+
+    cluster._call(delete)
+
+
+def _inject(cluster, topic: str, index: int, end: int, epoch: int, start: int = 0) -> None:
+    """Batches appended as the mirror appends them (a destination ahead of its source)."""
+    from kcore.log.producer_state import AppendOrigin
+    from kcore.record.records import RecordBatchBuilder
+
+    async def inject():
+        for offset in range(start, end):
+            builder = RecordBatchBuilder(base_offset=offset, partition_leader_epoch=epoch)
+            builder.append(1, None, b"local-only")
+            cluster.broker.replica_manager.append_as_follower(
+                (topic, index), builder.build(), now_ms=1, origin=AppendOrigin.MIRROR
+            )
+
+    cluster._call(inject)
+
+
+def test_mirror_fetcher_below_the_source_log_start_restarts_there(source, destination):
+    # D-16: retention (here DeleteRecords) removed what the destination has not copied.
+    topic = _name("retention")
+    source.create_topic(topic, partitions=PARTITIONS)
+    _produce(source, topic, [b"gone-%d" % i for i in range(20)])
+    _produce(source, topic, [b"kept-%d" % i for i in range(10)])
+    _delete_records(source, topic, 0, 20)
+    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    signals = Signals()
+    manager = _start_fetcher(destination, source, signals)
+    try:
+        _add_partitions(destination, manager, topic)
+        wait_until(lambda: partition(destination, topic, 0).log_end_offset == 30)
+        dst_p = partition(destination, topic, 0)
+        assert dst_p.log_start_offset == 20  # the offsets stay the source's
+        _assert_identical_batches(source, destination, topic, 0, 30, start=20)
+        assert signals.failed == []
+    finally:
+        _stop_fetcher(destination)
+
+
+def test_mirror_fetcher_diverging_epoch_truncates_the_destination(source, destination):
+    # M-27: the destination holds epoch-0 batches the source lost (its next leader, at epoch
+    # 1, wrote other records there). The source's diverging epoch (Fetch v12+
+    # LastFetchedEpoch) truncates them; then D-11 fences epoch 1 until the destination's
+    # epoch is bumped, and the copy goes on identical to the source.
+    topic = _name("diverged")
+    source.create_topic(topic, partitions=PARTITIONS)
+    _produce(source, topic, [b"source-%d" % i for i in range(3)])
+    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    signals = Signals()
+    manager = _start_fetcher(destination, source, signals)
+    _add_partitions(destination, manager, topic)
+    wait_until(lambda: partition(destination, topic, 0).log_end_offset == 3)
+    _stop_fetcher(destination)
+    _inject(destination, topic, 0, 8, epoch=0, start=3)  # what the old source leader lost
+    new_epoch = _bump_epoch(source, topic, 0)
+    _produce(source, topic, [b"new-leader-%d" % i for i in range(2)])
+    manager = _start_fetcher(destination, source, signals)
+    try:
+        _add_partitions(destination, manager, topic)
+        wait_until(lambda: signals.fenced, what="the truncation, then the fence")
+        assert partition(destination, topic, 0).log_end_offset == 3  # truncated to epoch 0's end
+        _bump_epoch(destination, topic, 0, min_epoch=new_epoch)
+
+        async def resume():
+            manager.resume_partition((topic, 0))
+
+        destination._call(resume)
+        wait_until(lambda: partition(destination, topic, 0).log_end_offset == 5)
+        _assert_identical_batches(source, destination, topic, 0, 5)
+    finally:
+        _stop_fetcher(destination)
+
+
+def test_mirror_fetcher_above_the_source_end_without_divergence_fails(source, destination):
+    # D-16: no epoch to truncate by, the destination is ahead of the source: FAILED, with why.
+    topic = _name("ahead")
+    source.create_topic(topic, partitions=PARTITIONS)
+    _produce(source, topic, [b"source-%d" % i for i in range(2)])
+    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    _inject(destination, topic, 0, 5, epoch=-1)
+    signals = Signals()
+    manager = _start_fetcher(destination, source, signals)
+    try:
+        _add_partitions(destination, manager, topic)
+        wait_until(lambda: signals.failed, what="the failure")
+        ((tp, reason),) = signals.failed
+        assert tp == (topic, 0)
+        assert "above the source's log end offset 2" in reason
+        assert (topic, 0) not in manager.partitions  # it left the fetcher
+        assert partition(destination, topic, 0).log_end_offset == 5  # nothing was removed
     finally:
         _stop_fetcher(destination)
