@@ -13,14 +13,21 @@ PURE_PACKAGES = [
     "kcore/metadata",
     "kcore/raft",
     "kcore/coordinator",
+    "kcore/replica",
     "kcore/mirror",
 ]
 FORBIDDEN = ("trio", "socket", "kcore.server", "kcore.client", "kcore.testing", "kcore.mirror")
 # The Trio shell of the pure Raft core lives beside it (architecture.md: "a thin Trio driver"):
 # these modules own the clock and the sockets so that nothing else in kcore/raft has to.
 EXEMPT = {"kcore/raft/driver.py", "kcore/raft/transport.py"}
-# Cluster mirroring's Trio shells (kcore/mirror's pure modules import each other freely).
-EXEMPT |= {"kcore/mirror/source.py"}
+# Cluster mirroring's Trio shells (kcore/mirror's pure modules import each other freely), and
+# the fetcher framework's: the pure fetch state and per-batch step stay beside them.
+EXEMPT |= {
+    "kcore/mirror/source.py",
+    "kcore/mirror/fetcher.py",
+    "kcore/mirror/remote_endpoint.py",
+    "kcore/replica/fetcher.py",
+}
 
 
 def _imports(path: Path) -> list[str]:
