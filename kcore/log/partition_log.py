@@ -20,11 +20,17 @@ Two ways in, as in Kafka:
   compacted topics or a compression conversion), duplicate-checked, stamped with offsets and the
   leader epoch *without copying the payload* (the 61-byte headers are patched copies; the
   payloads are written straight from the request with ``pwritev``), then written. The usual
-  request, one batch, takes a single-pass path (``_append_single``) with the same checks and
-  the same bytes; anything else, or any failed check, takes the general one.
+  request, one batch, is validated in a single pass over its header (``_append_single``, the
+  same checks and bytes); anything else, or any failed check, by the general loop.
 * :meth:`PartitionLog.append_as_follower` — batches that already have offsets and epochs (a
   follower, or the mirror fetcher copying a source cluster byte for byte): checked for CRC and
-  offset continuity, written as they are, and recorded in producer state and the epoch cache.
+  offset continuity, written as they are (or with a replacement header: the mirror's producer
+  id rewrite), and recorded in producer state and the epoch cache.
+
+Whatever the way in, one protocol: validate everything (nothing is changed yet), choose the
+segment (``_segment_for``: roll if needed), write the bytes, then commit (``_commit_append``:
+epoch cache, producer state, log end offset, transaction index, flush). A change to the append
+protocol is made once.
 
 Reads return :class:`~kcore.log.file_records.FileSlice` objects (file, position, length) that the
 server sends with ``os.sendfile``, plus the aborted transactions a ``read_committed`` consumer
@@ -242,9 +248,7 @@ class PartitionLog(LogRetention):
         (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...); nothing is written then.
         """
-        limits = self._append_limits
-        if limits is None or limits.config is not self.config:
-            limits = self._load_append_limits()
+        limits = self._limits()
         if limits.single_batch_path:
             info = self._append_single(records, leader_epoch, now_ms, origin, limits)
             if info is not None:
@@ -270,8 +274,11 @@ class PartitionLog(LogRetention):
         info.log_append_time = append_time
         return info
 
-    def _load_append_limits(self) -> _AppendLimits:
-        self._append_limits = limits = _AppendLimits(self.config)
+    def _limits(self) -> _AppendLimits:
+        """The append limits of the current (frozen) config, resolved once per config."""
+        limits = self._append_limits
+        if limits is None or limits.config is not self.config:
+            self._append_limits = limits = _AppendLimits(self.config)
         return limits
 
     def _append_single(
@@ -342,31 +349,19 @@ class PartitionLog(LogRetention):
                 last,
                 is_transactional,
             )
-        segment = self.segments[-1]
-        seg_size = segment.log.size
-        # The conditions of _maybe_roll, which decides (and logs) if any of them holds.
-        if seg_size > 0:
-            rolling_ts = segment.rolling_based_timestamp  # segment.ms: timeWaitedForRoll
-            waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
-            if seg_size + size > limits.segment_size or segment.is_full or waited > limits.roll_ms:
-                segment = self._maybe_roll(size, max_ts, last, now_ms)
-        if last - segment.base_offset > INT32_MAX:
-            segment = self._maybe_roll(size, max_ts, last, now_ms)
+        segment = self._segment_for(size, max_ts, last, now_ms, limits)
         segment.append_batch(
             _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, last, max_ts
         )
-
-        # The bytes are in: commit the epoch, producer state, the log end offset.
-        latest = self.epoch_cache.latest_epoch
-        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-            self.epoch_cache.assign(leader_epoch, first)
-        if producer is not None:
-            self.producer_state.update(producer)
-        self.log_end_offset = last + 1
-        self.producer_state.update_map_end_offset(last + 1)
-        unflushed = self._unflushed_messages = self._unflushed_messages + count
-        if unflushed >= limits.flush_messages or now_ms - self._last_flush_ms >= limits.flush_ms:
-            self.flush(now_ms=now_ms)
+        self._commit_append(
+            last,
+            count,
+            now_ms,
+            limits,
+            leader_epoch,
+            first,
+            None if producer is None else (producer,),
+        )
         if max_ts > NO_TIMESTAMP:  # as the general path: a timestamp <= -1 reports none
             return LogAppendInfo(
                 first, last, max_ts, last, NO_TIMESTAMP, self.log_start_offset, count, size
@@ -506,54 +501,115 @@ class PartitionLog(LogRetention):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.name}: {e}") from None
         size = sum(v.batch.size_in_bytes for v in validated)
         first, last = validated[0].first_offset, validated[-1].last_offset
-        segment = self._maybe_roll(size, validated[0].max_timestamp, last, now_ms)
+        limits = self._limits()
+        segment = self._segment_for(size, validated[0].max_timestamp, last, now_ms, limits)
 
         # Kafka's shallow offset of the max timestamp: the last offset of the batch carrying it.
         max_ts, offset_of_max = NO_TIMESTAMP, -1
         parts: list = []
         positions: list[tuple[int, int, int]] = []
         rel = 0
+        count = 0
         for v in validated:
             if v.max_timestamp > max_ts:
                 max_ts, offset_of_max = v.max_timestamp, v.last_offset
             positions.append((v.last_offset, rel, v.max_timestamp))
             rel += v.batch.size_in_bytes
+            count += v.batch.record_count
             if v.header is None:
                 parts.append(v.batch.buffer)
             else:
                 parts += [v.header, v.batch.buffer[HEADER_SIZE:]]
         segment.append(last, _Gather(parts, size), positions)
 
-        # The bytes are in: commit epochs, producer state and transaction bookkeeping.
-        for v in validated:
-            epoch = leader_epoch if leader_epoch is not None else v.batch.partition_leader_epoch
-            latest = self.epoch_cache.latest_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                self.epoch_cache.assign(epoch, v.first_offset)
-        if pid_reset:
-            self.producer_state.reset_producers()
-        for info in infos.values():
-            self.producer_state.update(info)
-        self.log_end_offset = last + 1
-        for txn in completed:
-            if txn.is_aborted:
-                lso = self.producer_state.last_stable_offset_after(txn)
-                segment.txn_index.append(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                )
-            self.producer_state.complete_txn(txn)
-        self.producer_state.update_map_end_offset(self.log_end_offset)
-        self._unflushed_messages += sum(v.batch.record_count for v in validated)
-        self._maybe_flush(now_ms)
+        # The bytes are in: the same commit as the single-batch path, with the epoch of every
+        # batch (a follower's and the mirror's keep theirs), a MIRROR_PID_RESET, and the
+        # transactions the markers complete.
+        if leader_epoch is not None:
+            self._commit_append(
+                last, count, now_ms, limits, leader_epoch, first, infos.values(), pid_reset,
+                completed, segment,
+            )  # fmt: skip
+        else:
+            for v in validated:
+                self._assign_epoch(v.batch.partition_leader_epoch, v.first_offset)
+            self._commit_append(
+                last, count, now_ms, limits, -1, first, infos.values(), pid_reset, completed,
+                segment,
+            )  # fmt: skip
         return LogAppendInfo(
             first,
             last,
             max_timestamp=max_ts,
             offset_of_max_timestamp=offset_of_max,
             log_start_offset=self.log_start_offset,
-            record_count=sum(v.batch.record_count for v in validated),
+            record_count=count,
             valid_bytes=size,
         )
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        latest = self.epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.epoch_cache.assign(epoch, start_offset)
+
+    def _segment_for(self, size: int, max_ts: int, last: int, now_ms: int, limits) -> LogSegment:
+        """The segment an append of ``size`` bytes ending at offset ``last`` goes to: the
+        active one, or a new one when :meth:`_maybe_roll` decides (and logs) that one of its
+        conditions holds. The conditions are checked here first, inline: most appends roll
+        nothing and should not pay for the call."""
+        segment = self.segments[-1]
+        seg_size = segment.log.size
+        if seg_size > 0:
+            rolling_ts = segment.rolling_based_timestamp  # segment.ms: timeWaitedForRoll
+            waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
+            if seg_size + size > limits.segment_size or segment.is_full or waited > limits.roll_ms:
+                segment = self._maybe_roll(size, max_ts, last, now_ms)
+        if last - segment.base_offset > INT32_MAX:
+            segment = self._maybe_roll(size, max_ts, last, now_ms)
+        return segment
+
+    def _commit_append(
+        self,
+        last: int,
+        count: int,
+        now_ms: int,
+        limits: _AppendLimits,
+        epoch: int,
+        first: int,
+        producers=None,
+        pid_reset: bool = False,
+        completed: list[CompletedTxn] | None = None,
+        segment: LogSegment | None = None,
+    ) -> None:
+        """The second half of every append, once its bytes are in the segment (the one place
+        the append protocol commits, for the leader's single-batch and general paths and the
+        follower's): the leader ``epoch`` starting at ``first`` into the epoch cache (-1: the
+        caller assigned the batches' own), producer state (a MIRROR_PID_RESET first expires
+        every producer, D-03), the log end offset, the aborted transactions into the
+        transaction index, and the flush that ``flush.messages`` / ``flush.ms`` ask for."""
+        if epoch >= 0:
+            latest = self.epoch_cache.latest_epoch
+            if latest is None or epoch > latest:
+                self.epoch_cache.assign(epoch, first)
+        psm = self.producer_state
+        if pid_reset:
+            psm.reset_producers()
+        if producers is not None:
+            for info in producers:
+                psm.update(info)
+        self.log_end_offset = last + 1
+        if completed:
+            for txn in completed:
+                if txn.is_aborted:
+                    lso = psm.last_stable_offset_after(txn)
+                    segment.txn_index.append(
+                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                    )
+                psm.complete_txn(txn)
+        psm.update_map_end_offset(last + 1)
+        unflushed = self._unflushed_messages = self._unflushed_messages + count
+        if unflushed >= limits.flush_messages or now_ms - self._last_flush_ms >= limits.flush_ms:
+            self.flush(now_ms=now_ms)
 
     # -- rolling and flushing --------------------------------------------------------------
 
@@ -589,13 +645,6 @@ class PartitionLog(LogRetention):
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         return seg
-
-    def _maybe_flush(self, now_ms: int) -> None:
-        flush_messages = self.config.flush_messages
-        if self._unflushed_messages >= flush_messages or (
-            now_ms - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush(now_ms=now_ms)
 
     def flush(self, *, now_ms: int | None = None) -> None:
         """fsync every segment holding data above the recovery point and the leader-epoch
