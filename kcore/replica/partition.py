@@ -38,6 +38,7 @@ from kcore.log.partition_log import (
 )
 from kcore.log.producer_state import AppendOrigin, ProducerStateManager
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.list_offsets import fetch_offset_for_timestamp
 
 NO_LEADER = -1
 
@@ -147,6 +148,12 @@ class Partition:
     def latest_epoch(self) -> int | None:
         """The leader epoch of the last batch in the log (None for an empty history)."""
         return self.log.latest_epoch
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, isolation_level: int, replica_id: int
+    ) -> tuple[int, int, int]:
+        """ListOffsets: ``(offset, timestamp, leader epoch)`` (see ``kcore.replica.list_offsets``)."""
+        return fetch_offset_for_timestamp(self, timestamp, isolation_level, replica_id)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""

@@ -243,7 +243,7 @@ async def write_txn_markers(
     await wait_durable(broker, [(t, p, end) for t, p, end, _ in waits], timeout_s)
     for topic, index, end, entry in waits:
         partition = replicas.partitions.get((topic, index))
-        if partition is None or partition.log.high_watermark < end:
+        if partition is None or partition.high_watermark < end:
             entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
     return results
 

@@ -1,6 +1,6 @@
 """ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers.
 
-All four answer per partition from the partition's log on its leader; errors are reported in
+All four answer per partition from the partition on its leader (``kcore.replica``); errors are reported in
 the partition's entry and never fail the request.
 
 Authorization (with an authorizer, as Kafka): ListOffsets needs DESCRIBE on the topic,
@@ -14,20 +14,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from kcore.log.partition_log import FetchIsolation, PartitionLog
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.record.batch import RecordBatch
 from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
 
 LO = m.ListOffsetsResponse
 
@@ -42,79 +33,6 @@ def _denied() -> KafkaError:
 
 def _allowed_topics(ctx, operation: AclOperation, names) -> set[str]:
     return authz.filter_allowed(ctx, operation, ResourceType.TOPIC, names)
-
-
-def _batch_at(plog: PartitionLog, offset: int) -> RecordBatch | None:
-    info = plog.read(offset, 1, FetchIsolation.LOG_END)
-    if not info.records:
-        return None
-    return RecordBatch(info.records[0].read())
-
-
-def _first_record_at_or_after(plog: PartitionLog, timestamp: int, upper: int):
-    """(offset, timestamp) of the first record with a timestamp >= ``timestamp`` below
-    ``upper`` (Kafka answers with the exact record, not its batch)."""
-    offset = plog.offset_for_timestamp(timestamp)
-    while offset is not None and offset < upper:
-        batch = _batch_at(plog, offset)
-        if batch is None:
-            return None
-        for r in batch.records():
-            if r.offset >= offset and r.timestamp >= timestamp and r.offset < upper:
-                return r.offset, r.timestamp
-        offset = batch.last_offset + 1
-        if offset >= plog.log_end_offset:
-            return None
-    return None
-
-
-def _max_timestamp_record(plog: PartitionLog) -> tuple[int, int] | None:
-    ts, batch_offset = plog.max_timestamp_and_offset()
-    if batch_offset < 0:
-        return None
-    batch = _batch_at(plog, batch_offset)
-    if batch is None:
-        return None
-    for r in batch.records():
-        if r.timestamp == ts:
-            return r.offset, r.timestamp
-    return batch.last_offset, ts
-
-
-def list_offset(partition, timestamp: int, isolation_level: int, replica_id: int):
-    """(offset, timestamp, leader epoch) for one ListOffsets query."""
-    plog = partition.log
-    if replica_id >= 0:
-        upper = plog.log_end_offset
-    elif isolation_level == 1:
-        upper = plog.last_stable_offset
-    else:
-        upper = plog.high_watermark
-    if timestamp == LATEST:
-        # The partition's leader epoch, as Kafka's Partition.fetchOffsetForTimestamp (its
-        # becoming leader starts the epoch in the log's cache; kcore's logs learn an epoch at
-        # its first append, so a leader elected since then is not in the cache yet).
-        return upper, -1, partition.leader_epoch
-    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-        offset, ts = plog.log_start_offset, -1
-    elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
-        return -1, -1, -1  # no tiered storage: nothing is tiered
-    elif timestamp == MAX_TIMESTAMP:
-        found = _max_timestamp_record(plog)
-        if found is None:
-            return -1, -1, -1
-        offset, ts = found
-    elif timestamp < 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-    else:
-        found = _first_record_at_or_after(plog, timestamp, upper)
-        if found is None:
-            return -1, -1, -1
-        offset, ts = found
-    epoch = plog.epoch_cache.epoch_for_offset(offset) if offset < plog.log_end_offset else None
-    if epoch is None:
-        epoch = plog.latest_epoch if plog.latest_epoch is not None else -1
-    return offset, ts, epoch
 
 
 def _answer_partitions(
@@ -165,8 +83,8 @@ def register(registry: HandlerRegistry) -> None:
         def answer(partition, p, entry) -> None:
             if asked[(partition.topic, p.partition_index)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "partition asked more than once")
-            offset, ts, epoch = list_offset(
-                partition, p.timestamp, body.isolation_level, body.replica_id
+            offset, ts, epoch = partition.fetch_offset_for_timestamp(
+                p.timestamp, body.isolation_level, body.replica_id
             )
             entry.offset, entry.timestamp, entry.leader_epoch = offset, ts, epoch
             if ctx.version == 0:
