@@ -231,10 +231,7 @@ class ProducerAppendInfo:
         self.saw_transactional = False
 
     def _check_epoch(self, producer_epoch: int, offset: int) -> None:
-        if (
-            producer_epoch < self.entry.producer_epoch
-            and self.origin not in TRUSTED_ORIGINS
-        ):
+        if producer_epoch < self.entry.producer_epoch and self.origin not in TRUSTED_ORIGINS:
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"epoch {producer_epoch} of producer {self.producer_id} at offset {offset} in "
@@ -304,10 +301,7 @@ class ProducerAppendInfo:
     ) -> CompletedTxn:
         """Record a COMMIT/ABORT marker at ``offset``; returns the transaction it completes."""
         self._check_epoch(producer_epoch, offset)
-        if (
-            self.entry.coordinator_epoch > coordinator_epoch
-            and self.origin not in TRUSTED_ORIGINS
-        ):
+        if self.entry.coordinator_epoch > coordinator_epoch and self.origin not in TRUSTED_ORIGINS:
             raise KafkaError(
                 ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                 f"marker for producer {self.producer_id} in {self.partition} has coordinator "

@@ -258,9 +258,7 @@ class _Verification:
         if self.failure is not None:
             raise self.failure
         partition = replicas.leader_partition(topic, index)  # it may have moved meanwhile
-        partition.producer_state.check_verified(
-            batch.producer_id, batch.producer_epoch, self.guard
-        )
+        partition.producer_state.check_verified(batch.producer_id, batch.producer_epoch, self.guard)
 
 
 async def _verify(
