@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror soak clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -67,6 +67,10 @@ bench-group: $(STAMP)
 # Transactions: small transactions/s with one producer; idempotent vs plain produce throughput.
 bench-txn: $(STAMP)
 	$(PY) bench/txn_bench.py
+
+# Cluster mirroring (quick form): one destination copying a source backlog; MB/s, CPU per MB.
+bench-mirror: $(STAMP)
+	$(PY) bench/mirror_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

@@ -26,6 +26,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -223,11 +224,17 @@ class EmbeddedCluster:
         partitions: int = 1,
         replication_factor: int = 1,
         config: Mapping[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> None:
-        """Create a topic and wait until it has leaders. Raises KafkaError on refusal."""
-        self._call(self.acreate_topic, name, partitions, replication_factor, config)
+        """Create a topic and wait until it has leaders. Raises KafkaError on refusal.
 
-    async def acreate_topic(self, name, partitions=1, replication_factor=1, config=None) -> None:
+        ``topic_id`` creates it with that id (CreateTopics ``MirrorInfo``, spec M-72: a mirror
+        topic gets its source topic's id)."""
+        self._call(self.acreate_topic, name, partitions, replication_factor, config, topic_id)
+
+    async def acreate_topic(
+        self, name, partitions=1, replication_factor=1, config=None, topic_id=None
+    ) -> None:
         C = m.CreateTopicsRequest
         request = C(
             topics=[
@@ -238,6 +245,7 @@ class EmbeddedCluster:
                     configs=[
                         C.CreatableTopicConfig(name=k, value=v) for k, v in (config or {}).items()
                     ],
+                    mirror_info=None if topic_id is None else C.MirrorInfo(topic_id=topic_id),
                 )
             ],
             timeout_ms=30000,

@@ -48,31 +48,7 @@ def create_mirror_topic(
 ) -> None:
     """Create ``name`` with the source's ``topic_id`` (CreateTopics MirrorInfo) and, if given,
     ``mirror.name=mirror``; waits until this node hosts every partition."""
-    C = m.CreateTopicsRequest
-    request = C(
-        topics=[
-            C.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=1,
-                mirror_info=C.MirrorInfo(topic_id=topic_id),
-            )
-        ],
-        timeout_ms=30000,
-    )
-
-    async def create():
-        response = await cluster.broker.controller_call(lambda c, now: c.create_topics(request))
-        result = response.topics[0]
-        if result.error_code:
-            raise KafkaError(result.error_code, result.error_message)
-        with trio.fail_after(10):
-            while not all(
-                (name, p) in cluster.broker.replica_manager.partitions for p in range(partitions)
-            ):
-                await trio.sleep(0.01)
-
-    cluster._call(create)
+    cluster.create_topic(name, partitions, topic_id=topic_id)
     if mirror is not None:
         set_mirror_name(cluster, name, mirror)
 

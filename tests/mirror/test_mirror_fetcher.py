@@ -99,6 +99,14 @@ def _add_partitions(destination, manager, topic: str) -> None:
     destination._call(add)
 
 
+def _start_mirroring(source, destination, topic: str, signals: Signals | None = None):
+    """The destination's mirror fetcher started, with every partition of ``topic`` added."""
+    signals = signals or Signals()
+    manager = _start_fetcher(destination, source, signals)
+    _add_partitions(destination, manager, topic)
+    return manager, signals
+
+
 def _stop_fetcher(destination, mirror: str = MIRROR) -> None:
     async def stop():
         destination.broker.stop_mirror_fetcher(mirror)
@@ -213,10 +221,8 @@ def test_mirror_fetcher_copies_every_kind_of_write_batch_for_batch(source, desti
     open_txn = _write_source(source, topic)
     create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
     assert topic_id(destination, topic) == topic_id(source, topic)
-    signals = Signals()
-    manager = _start_fetcher(destination, source, signals)
+    manager, signals = _start_mirroring(source, destination, topic)
     try:
-        _add_partitions(destination, manager, topic)
         # D-19: the destination reaches the source's LSO, never beyond it.
         ends = {}
         for p in range(PARTITIONS):
@@ -282,15 +288,19 @@ def _produce(cluster, topic: str, values, index: int = 0) -> None:
     assert producer.flush(30) == 0
 
 
-def test_mirror_fetcher_source_epoch_bump_fences_then_resumes(source, destination):
-    topic = _name("fenced")
+def _mirrored_topic(source, destination, prefix: str, values) -> str:
+    """A source topic holding ``values`` in partition 0 and its empty mirror topic."""
+    topic = _name(prefix)
     source.create_topic(topic, partitions=PARTITIONS)
-    _produce(source, topic, [b"before-%d" % i for i in range(20)])
+    _produce(source, topic, values)
     create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
-    signals = Signals()
-    manager = _start_fetcher(destination, source, signals)
+    return topic
+
+
+def test_mirror_fetcher_source_epoch_bump_fences_then_resumes(source, destination):
+    topic = _mirrored_topic(source, destination, "fenced", [b"before-%d" % i for i in range(20)])
+    manager, signals = _start_mirroring(source, destination, topic)
     try:
-        _add_partitions(destination, manager, topic)
         wait_until(lambda: partition(destination, topic, 0).log_end_offset == 20)
         new_epoch = _bump_epoch(source, topic, 0)
         assert new_epoch > partition(destination, topic, 0).leader_epoch
@@ -316,10 +326,7 @@ def test_mirror_fetcher_source_epoch_bump_fences_then_resumes(source, destinatio
 def test_mirror_fetcher_destination_restart_resumes_with_no_gap_and_no_duplicate(
     source, destination
 ):
-    topic = _name("restart")
-    source.create_topic(topic, partitions=PARTITIONS)
-    _produce(source, topic, [b"first-%d" % i for i in range(50)])
-    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    topic = _mirrored_topic(source, destination, "restart", [b"first-%d" % i for i in range(50)])
     manager = _start_fetcher(destination, source, Signals())
     _add_partitions(destination, manager, topic)
     wait_until(lambda: partition(destination, topic, 0).log_end_offset == 50)
@@ -371,10 +378,8 @@ def test_mirror_fetcher_below_the_source_log_start_restarts_there(source, destin
     _produce(source, topic, [b"kept-%d" % i for i in range(10)])
     _delete_records(source, topic, 0, 20)
     create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
-    signals = Signals()
-    manager = _start_fetcher(destination, source, signals)
+    manager, signals = _start_mirroring(source, destination, topic)
     try:
-        _add_partitions(destination, manager, topic)
         wait_until(lambda: partition(destination, topic, 0).log_end_offset == 30)
         dst_p = partition(destination, topic, 0)
         assert dst_p.log_start_offset == 20  # the offsets stay the source's
@@ -389,10 +394,7 @@ def test_mirror_fetcher_diverging_epoch_truncates_the_destination(source, destin
     # 1, wrote other records there). The source's diverging epoch (Fetch v12+
     # LastFetchedEpoch) truncates them; then D-11 fences epoch 1 until the destination's
     # epoch is bumped, and the copy goes on identical to the source.
-    topic = _name("diverged")
-    source.create_topic(topic, partitions=PARTITIONS)
-    _produce(source, topic, [b"source-%d" % i for i in range(3)])
-    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    topic = _mirrored_topic(source, destination, "diverged", [b"source-%d" % i for i in range(3)])
     signals = Signals()
     manager = _start_fetcher(destination, source, signals)
     _add_partitions(destination, manager, topic)
@@ -420,15 +422,10 @@ def test_mirror_fetcher_diverging_epoch_truncates_the_destination(source, destin
 
 def test_mirror_fetcher_above_the_source_end_without_divergence_fails(source, destination):
     # D-16: no epoch to truncate by, the destination is ahead of the source: FAILED, with why.
-    topic = _name("ahead")
-    source.create_topic(topic, partitions=PARTITIONS)
-    _produce(source, topic, [b"source-%d" % i for i in range(2)])
-    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    topic = _mirrored_topic(source, destination, "ahead", [b"source-%d" % i for i in range(2)])
     _inject(destination, topic, 0, 5, epoch=-1)
-    signals = Signals()
-    manager = _start_fetcher(destination, source, signals)
+    manager, signals = _start_mirroring(source, destination, topic)
     try:
-        _add_partitions(destination, manager, topic)
         wait_until(lambda: signals.failed, what="the failure")
         ((tp, reason),) = signals.failed
         assert tp == (topic, 0)
