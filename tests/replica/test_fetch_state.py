@@ -162,7 +162,7 @@ def test_fetch_state_random_sequences_keep_the_invariants(steps):
         core.add_partition(tp, TID, 10 * i, 0, None)
     now = 0.0
     plan = None
-    outputs_waiting: list = []
+    waiting: dict = {}  # tp -> the output the shell has yet to report on
     for action, resp, amount, dt in steps:
         if action == "wait":
             now += dt
@@ -193,13 +193,19 @@ def test_fetch_state_random_sequences_keep_the_invariants(steps):
                     assert backoff == pytest.approx(expected)
             if action == "stale":
                 assert all(o.tp != tp for o in outs)
-            outputs_waiting += outs
+            for out in outs:
+                if isinstance(out, PartitionError):
+                    assert core.partitions[out.tp].status is FetchStatus.DELAYED
+                else:  # the shell owes a report on it before the partition fetches again
+                    assert core.partitions[out.tp].status in (
+                        FetchStatus.PENDING,
+                        FetchStatus.TRUNCATING,
+                    )
+                    waiting[out.tp] = out
             plan = None
-        elif action == "report" and outputs_waiting:
-            out = outputs_waiting.pop(0)
+        elif action == "report" and waiting:
+            out = waiting.pop(sorted(waiting)[amount % len(waiting)])
             state = core.partitions[out.tp]
-            if state.status not in (FetchStatus.PENDING, FetchStatus.TRUNCATING):
-                continue  # superseded meanwhile
             old = state.fetch_offset
             if isinstance(out, AppendRecords):
                 core.appended(out.tp, old + amount, 1)
