@@ -54,6 +54,7 @@ from kcore.replica.fetch_state import (
     AppendRecords,
     FetcherConfig,
     PartitionError,
+    PartitionResponse,
     TopicPartition,
     TruncateOnDivergence,
 )
@@ -125,15 +126,18 @@ class MirrorPartitionHandler:
         self.source: dict[TopicPartition, SourceOffsets] = {}
         self.fenced: dict[TopicPartition, int] = {}
 
+    def on_fetched(self, tp: TopicPartition, response: PartitionResponse) -> None:
+        offsets = self.source.setdefault(tp, SourceOffsets())
+        offsets.high_watermark = response.high_watermark
+        offsets.last_stable_offset = response.last_stable_offset
+        offsets.log_start_offset = response.log_start_offset
+        offsets.last_fetch_ms = self.now_ms()
+
     def append(self, output: AppendRecords) -> AppendResult:
         tp = output.tp
         partition = self.replicas.partition_or_error(*tp)
         now = self.now_ms()
         offsets = self.source.setdefault(tp, SourceOffsets())
-        offsets.high_watermark = output.high_watermark
-        offsets.last_stable_offset = output.last_stable_offset
-        offsets.log_start_offset = output.log_start_offset
-        offsets.last_fetch_ms = now
         fetch_offset = partition.log_end_offset
         prepared = prepare_mirrored_batches(output.records, fetch_offset, partition.leader_epoch)
         if prepared.batches:

@@ -107,6 +107,9 @@ class PartitionHandler(Protocol):
     """The local side of a fetcher (Kafka's ``processPartitionData``, ``truncate``,
     ``truncateFullyAndStartAt`` and the out-of-range policy)."""
 
+    def on_fetched(self, tp: TopicPartition, response: PartitionResponse) -> None:
+        """Every answer without error, records or not (the leader's offsets, for lag)."""
+
     def append(self, output: AppendRecords) -> AppendResult:
         """Append the fetched records; raise KafkaError to back the partition off."""
 
@@ -226,6 +229,9 @@ class FetcherTask:
             for req in plan.partitions:
                 self.core.delay((req.topic, req.partition), now, ErrorCode.NETWORK_EXCEPTION)
             return
+        for tp, response in responses.items():
+            if response.error_code == 0:
+                self.handler.on_fetched(tp, response)
         outputs = self.core.handle_response(plan, responses, trio.current_time())
         for output in outputs:
             await self._process(output)

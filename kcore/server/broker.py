@@ -176,7 +176,7 @@ class KafkaBroker:
         # read partition states (the ClusterMirrorCoordinator, once wired: a MirrorStateReader)
         # and per-partition numbers (the mirror fetcher's, once wired: a MirrorStatsProvider).
         self.mirror_state_reader = UnknownMirrorStates()
-        self.mirror_stats = LocalMirrorStats(self.replica_manager)
+        self.mirror_stats = LocalMirrorStats(self.replica_manager, lambda: self.mirror_fetchers)
         self.group_coordinator = GroupCoordinatorService(self)
         self.transaction_coordinator = TransactionCoordinatorService(self)
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction

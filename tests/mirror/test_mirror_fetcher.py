@@ -253,6 +253,16 @@ def test_mirror_fetcher_copies_every_kind_of_write_batch_for_batch(source, desti
             assert dst_p.last_stable_offset == dst_p.high_watermark  # no open txn mirrored
         assert _read_committed(destination, topic) == _read_committed(source, topic)
         assert signals.fenced == [] and signals.failed == []
+        # What DescribeClusterMirrors reports: the source's HW and LSO (D-19), the local end.
+        for p in range(PARTITIONS):
+            src_p = partition(source, topic, p)
+            stats = destination.broker.mirror_stats.partition_stats(MIRROR, topic, p)
+            assert (stats.source_offset, stats.source_lso) == (
+                src_p.high_watermark,
+                src_p.last_stable_offset,
+            )
+            assert stats.destination_offset == ends[p] and stats.last_fetch_age_ms >= 0
+        assert destination.broker.mirror_stats.partition_stats(MIRROR, topic, 1).lag > 0
     finally:
         open_txn.abort_transaction(30)
         _stop_fetcher(destination)

@@ -79,6 +79,9 @@ class Handler:
         self.appended_from: dict = {}
         self.failed: list = []
 
+    def on_fetched(self, tp, response):
+        pass
+
     def append(self, output):
         self.appended_from.setdefault(output.tp, set()).add(output.fetch_offset)
         self.ends[output.tp] = output.fetch_offset + 1

@@ -23,6 +23,7 @@ of the mirror (kcore has no fan-out yet).
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -49,16 +50,31 @@ SUPPORTED_OPERATIONS = (
 
 
 class LocalMirrorStats:
-    """The numbers this broker knows without the mirror fetcher: the destination log end
-    offset of the partitions it holds; the rest -1."""
+    """The numbers this broker knows: the destination log end offset of the partitions it
+    holds and, for those its mirror fetcher copies (``fetchers()``: mirror name ->
+    ``MirrorFetcherManager``), the source high watermark and LSO of the last fetch answer and
+    its age; the rest -1."""
 
-    def __init__(self, replica_manager: Any) -> None:
+    def __init__(
+        self, replica_manager: Any, fetchers=dict, now_ms=lambda: int(time.time() * 1000)
+    ) -> None:
         self.replica_manager = replica_manager
+        self.fetchers = fetchers
+        self.now_ms = now_ms
 
     def partition_stats(self, mirror: str, topic: str, partition: int) -> MirrorPartitionStats:
         p = self.replica_manager.partitions.get((topic, partition))
-        end = -1 if p is None else p.log.log_end_offset
-        return MirrorPartitionStats(destination_offset=end)
+        end = -1 if p is None else p.log_end_offset
+        fetcher = self.fetchers().get(mirror)
+        source = None if fetcher is None else fetcher.source_offsets((topic, partition))
+        if source is None or source.last_fetch_ms < 0:
+            return MirrorPartitionStats(destination_offset=end)
+        return MirrorPartitionStats(
+            source_offset=source.high_watermark,
+            source_lso=source.last_stable_offset,
+            destination_offset=end,
+            last_fetch_age_ms=max(self.now_ms() - source.last_fetch_ms, 0),
+        )
 
 
 def _check_enabled(ctx) -> None:
