@@ -1,4 +1,4 @@
-"""ListOffsets on one partition's log: the special timestamps and the search by timestamp.
+"""ListOffsets on one partition: the special timestamps and the search by timestamp.
 
 Pure: no I/O beyond the log's own reads. :meth:`kcore.replica.partition.Partition.
 fetch_offset_for_timestamp` is the way in.
@@ -56,13 +56,13 @@ def _max_timestamp_record(plog: PartitionLog) -> tuple[int, int] | None:
 
 
 def fetch_offset_for_timestamp(
-    plog: PartitionLog, timestamp: int, isolation_level: int, replica_id: int, leader_epoch: int
+    partition, timestamp: int, isolation_level: int, replica_id: int
 ) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for one ListOffsets query (Kafka's
-    ``Partition.fetchOffsetForTimestamp``): a follower (``replica_id >= 0``) sees up to the
-    log end offset, a read_committed consumer up to the LSO, others up to the high watermark.
-    ``leader_epoch`` is the partition's, which LATEST answers with.
-    Raises KafkaError INVALID_REQUEST for an unknown special timestamp."""
+    """(offset, timestamp, leader epoch) for one ListOffsets query on a partition this node
+    leads (Kafka's ``Partition.fetchOffsetForTimestamp``): a follower (``replica_id >= 0``) sees
+    up to the log end offset, a read_committed consumer up to the LSO, others up to the high
+    watermark. Raises KafkaError INVALID_REQUEST for an unknown special timestamp."""
+    plog = partition.log
     if replica_id >= 0:
         upper = plog.log_end_offset
     elif isolation_level == 1:
@@ -73,7 +73,7 @@ def fetch_offset_for_timestamp(
         # The partition's leader epoch, as Kafka's Partition.fetchOffsetForTimestamp (its
         # becoming leader starts the epoch in the log's cache; kcore's logs learn an epoch at
         # its first append, so a leader elected since then is not in the cache yet).
-        return upper, -1, leader_epoch
+        return upper, -1, partition.leader_epoch
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         offset, ts = plog.log_start_offset, -1
     elif timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):

@@ -153,9 +153,7 @@ class Partition:
         self, timestamp: int, isolation_level: int, replica_id: int
     ) -> tuple[int, int, int]:
         """ListOffsets: ``(offset, timestamp, leader epoch)`` (see ``kcore.replica.list_offsets``)."""
-        return fetch_offset_for_timestamp(
-            self.log, timestamp, isolation_level, replica_id, self.leader_epoch
-        )
+        return fetch_offset_for_timestamp(self, timestamp, isolation_level, replica_id)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""
