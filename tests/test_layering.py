@@ -25,6 +25,7 @@ EXEMPT = {"kcore/raft/driver.py", "kcore/raft/transport.py"}
 EXEMPT |= {
     "kcore/mirror/source.py",
     "kcore/mirror/fetcher.py",
+    "kcore/mirror/manager.py",
     "kcore/mirror/remote_endpoint.py",
     "kcore/replica/fetcher.py",
 }
