@@ -309,3 +309,60 @@ def test_produce_with_a_corrupt_batch_gets_corrupt_message_and_stores_nothing():
         await health.check()
 
     _run(body)
+
+
+def test_produce_with_more_or_less_than_one_batch_per_partition_is_invalid_record():
+    """Kafka's ProduceRequest.validateRecords: from v3 on, exactly one batch per partition."""
+
+    def one_batch(prefix: bytes, base_offset: int = 0) -> bytes:
+        builder = RecordBatchBuilder(base_offset)
+        for i in range(3):
+            builder.append(int(time.time() * 1000), key=prefix + b"%d" % i, value=b"v%d" % i)
+        return bytes(builder.build())
+
+    async def body(c, health):
+        await c.acreate_topic("batches", partitions=4)
+        records = {
+            0: one_batch(b"a") + one_batch(b"b", 3),  # two whole batches
+            1: b"",  # none
+            2: one_batch(b"c") + b"\x00" * 5,  # one, and stray bytes after it
+            3: one_batch(b"d"),  # exactly one: written
+        }
+        version = 9
+        r = await health.conn.request(
+            P(
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    P.TopicProduceData(
+                        name="batches",
+                        partition_data=[
+                            P.PartitionProduceData(index=i, records=data)
+                            for i, data in records.items()
+                        ],
+                    )
+                ],
+            ),
+            version,
+        )
+        by_index = {p.index: p for p in r.responses[0].partition_responses}
+        for i in (0, 1, 2):
+            assert by_index[i].error_code == ErrorCode.INVALID_RECORD, i
+            assert by_index[i].base_offset == -1
+        assert by_index[0].error_message == (
+            "Produce requests with version 9 are only allowed to contain exactly one record "
+            "batch per partition (got 2)"
+        )
+        assert by_index[1].error_message == (
+            "Produce requests with version 9 must have at least one record batch per partition"
+        )
+        assert "5 bytes after the record batch" in by_index[2].error_message
+        assert by_index[3].error_code == 0 and by_index[3].base_offset == 0
+        logs = c.broker.log_manager.logs
+        for i in (0, 1, 2):
+            assert logs[("batches", i)].log_end_offset == 0
+            assert logs[("batches", i)].size_in_bytes() == 0
+        assert logs[("batches", 3)].log_end_offset == 3
+        await health.check()
+
+    _run(body)
