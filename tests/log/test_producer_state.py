@@ -176,6 +176,26 @@ def test_producer_state_expiry_keeps_producers_with_open_transactions(psm):
     assert psm.last_entry(2) is not None and psm.last_entry(3) is not None
 
 
+def test_producer_state_expires_a_producer_at_exactly_producer_id_expiration_ms(tmp_path):
+    # Kafka's isProducerExpired: now - last timestamp >= producer.id.expiration.ms.
+    psm = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    _append(psm, 1, 0, 0, 1, 0, ts=1_000)
+    assert psm.remove_expired_producers(now_ms=10_999) == []
+    assert psm.remove_expired_producers(now_ms=11_000) == [1]
+    assert psm.last_entry(1) is None
+
+
+def test_producer_state_snapshot_skips_producers_expired_at_exactly_the_limit(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    _append(psm, 1, 0, 0, 1, 0, ts=1_000)
+    _append(psm, 2, 0, 0, 1, 1, ts=1_001)
+    psm.take_snapshot()
+    again = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    again.truncate_and_reload(0, 2, now_ms=11_000)
+    assert again.last_entry(1) is None  # idle for exactly 10 000 ms: expired while down
+    assert again.last_entry(2) is not None
+
+
 def test_producer_state_snapshot_round_trip_restores_entries_and_open_transactions(tmp_path):
     psm = ProducerStateManager(tmp_path, "t-0")
     _append(psm, 7, 2, 0, 5, 0)
