@@ -252,6 +252,27 @@ def test_core_real_vote_needs_a_log_at_least_as_up_to_date(last, granted):
         assert core.role is R.VOTED
 
 
+def test_core_voter_zero_is_a_voter_like_any_other():
+    # node.id=0 is common in Kafka clusters; only negative ids are invalid (Kafka's check).
+    log = MemoryRaftLog()
+    core = make(1, voters=(0, 1, 2), log=log)
+    core.poll(0)
+    for candidate, code, granted in [(0, 0, True), (-1, ErrorCode.INVALID_REQUEST, False)]:
+        req = rpc.vote_request(
+            "c1", candidate_epoch=1, candidate_id=candidate, voter_id=1, last_offset=OE(0, 0),
+            pre_vote=True,
+        )  # fmt: skip
+        core.handle_request(candidate, "t", req, 0)
+        answer = rpc.partition_of(responses(core.poll(0).outputs)[0].message)
+        assert (answer.error_code, answer.vote_granted) == (code, granted), candidate
+    # And it asks voter 0 for its vote, naming the cluster.
+    asking = make(2, voters=(0, 1, 2))
+    out = asking.poll(10_000).outputs
+    votes = {o.destination: o.message for o in requests(out, m.VoteRequest)}
+    assert set(votes) == {0, 1}
+    assert all(v.cluster_id == "c1" for v in votes.values())
+
+
 def test_core_follower_refuses_pre_votes_while_its_leader_answers():
     net = Net(make(1), make(2), make(3))
     lead, now = elect(net)
