@@ -18,6 +18,8 @@ from kcore.protocol.errors import ErrorCode
 from kcore.record import RecordBatchBuilder
 from kcore.testing import EmbeddedCluster
 
+from .batches import produce_raw
+
 pytestmark = pytest.mark.timeout(120)
 
 MAX_FRAME = 100_000
@@ -260,32 +262,20 @@ def test_a_flood_of_connections_is_served_or_closed():
     _run(body)
 
 
+def _batch(count: int, prefix: bytes = b"k", base_offset: int = 0) -> bytes:
+    builder = RecordBatchBuilder(base_offset)
+    for i in range(count):
+        builder.append(int(time.time() * 1000), key=prefix + b"%d" % i, value=b"v%d" % i)
+    return bytes(builder.build())
+
+
 def test_produce_with_a_corrupt_batch_gets_corrupt_message_and_stores_nothing():
     async def body(c, health):
         await c.acreate_topic("corrupt", partitions=2)
-        builder = RecordBatchBuilder()
-        for i in range(5):
-            builder.append(int(time.time() * 1000), key=b"k%d" % i, value=b"v%d" % i)
-        good = bytes(builder.build())
+        good = _batch(5)
         bad = bytearray(good)
         bad[-1] ^= 0xFF  # a record byte: the CRC no longer matches
-        r = await health.conn.request(
-            P(
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    P.TopicProduceData(
-                        name="corrupt",
-                        partition_data=[
-                            P.PartitionProduceData(index=0, records=bytes(bad)),
-                            P.PartitionProduceData(index=1, records=good),
-                        ],
-                    )
-                ],
-            ),
-            9,
-        )
-        by_index = {p.index: p for p in r.responses[0].partition_responses}
+        by_index = await produce_raw(health.conn, "corrupt", {0: bytes(bad), 1: good})
         assert by_index[0].error_code == ErrorCode.CORRUPT_MESSAGE
         assert by_index[1].error_code == 0 and by_index[1].base_offset == 0
         logs = c.broker.log_manager.logs
@@ -314,38 +304,15 @@ def test_produce_with_a_corrupt_batch_gets_corrupt_message_and_stores_nothing():
 def test_produce_with_more_or_less_than_one_batch_per_partition_is_invalid_record():
     """Kafka's ProduceRequest.validateRecords: from v3 on, exactly one batch per partition."""
 
-    def one_batch(prefix: bytes, base_offset: int = 0) -> bytes:
-        builder = RecordBatchBuilder(base_offset)
-        for i in range(3):
-            builder.append(int(time.time() * 1000), key=prefix + b"%d" % i, value=b"v%d" % i)
-        return bytes(builder.build())
-
     async def body(c, health):
         await c.acreate_topic("batches", partitions=4)
         records = {
-            0: one_batch(b"a") + one_batch(b"b", 3),  # two whole batches
+            0: _batch(3, b"a") + _batch(3, b"b", 3),  # two whole batches
             1: b"",  # none
-            2: one_batch(b"c") + b"\x00" * 5,  # one, and stray bytes after it
-            3: one_batch(b"d"),  # exactly one: written
+            2: _batch(3, b"c") + b"\x00" * 5,  # one, and stray bytes after it
+            3: _batch(3, b"d"),  # exactly one: written
         }
-        version = 9
-        r = await health.conn.request(
-            P(
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    P.TopicProduceData(
-                        name="batches",
-                        partition_data=[
-                            P.PartitionProduceData(index=i, records=data)
-                            for i, data in records.items()
-                        ],
-                    )
-                ],
-            ),
-            version,
-        )
-        by_index = {p.index: p for p in r.responses[0].partition_responses}
+        by_index = await produce_raw(health.conn, "batches", records, version=9)
         for i in (0, 1, 2):
             assert by_index[i].error_code == ErrorCode.INVALID_RECORD, i
             assert by_index[i].base_offset == -1
