@@ -451,3 +451,22 @@ def test_partition_log_several_batches_are_written_all_or_none(tmp_path, second,
     assert plog.producer_state.last_entry(9) is None
     assert plog.epoch_cache.epoch_entries() == [(0, 0)]
     plog.close()
+
+
+def test_partition_log_timestamp_lookups_across_segments(tmp_path):
+    # Mutation testing: a segment whose max timestamp equals the target was skipped, a search
+    # that stopped at the first too-old segment, and ties for the max timestamp all passed.
+    plog = create_log(tmp_path / "t-0", config(**{"internal.segment.bytes": 600}), now_ms=NOW)
+    assert plog.max_timestamp_and_offset() == (-1, -1)  # empty: Kafka's (-1, -1)
+    stamps = [NOW, NOW + 100, NOW + 100, NOW + 50, NOW + 300]
+    for ts in stamps:  # one record of ~200 bytes per batch: about two batches per segment
+        plog.append_as_leader(batch(1, ts=ts, size=200), 0, now_ms=NOW)
+    assert len(plog.segments) >= 3
+    assert plog.offset_for_timestamp(NOW) == 0
+    assert plog.offset_for_timestamp(NOW + 100) == 1  # exactly a segment's max timestamp
+    assert plog.offset_for_timestamp(NOW + 101) == 4  # past the first segments
+    assert plog.offset_for_timestamp(NOW + 301) is None
+    plog.truncate_to(4)
+    # Two batches carry the max timestamp (offsets 1 and 2): the first one counts.
+    assert plog.max_timestamp_and_offset() == (NOW + 100, 1)
+    plog.close()
