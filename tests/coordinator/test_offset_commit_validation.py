@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from kcore.coordinator.group import records as rec
 from kcore.coordinator.group.group import (
     ClassicGroup,
     CommittedOffset,
@@ -267,3 +268,44 @@ def test_expiration_base_follows_kafkas_offset_expiration_condition():
         member.protocols = [("range", subscription("t"))]
     assert busy.subscribed_topics() == {"t"}
     assert _expiration_base(busy) is None
+
+
+# ---- OffsetCommit: what each version carries -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "version, epoch, expire",
+    [(1, -1, -1), (2, -1, 31_000), (4, -1, 31_000), (5, -1, -1), (6, 3, -1), (8, 3, -1)],
+)
+def test_commit_keeps_the_fields_its_version_has(version, epoch, expire):
+    # The leader epoch from v6; a retention time (an explicit expire timestamp) in v2-v4 only.
+    bench = Bench()
+    bench.commit("g", {("t", 0): 1}, version=version, retention=30_000, now=1_000)
+    (record,) = bench.records(rec.OffsetCommitRecord)
+    assert (record.leader_epoch, record.expire_timestamp) == (epoch, expire)
+
+
+@pytest.mark.parametrize(
+    "version, sent, stored", [(1, 123, 123), (1, -1, 1_000), (2, 123, 1_000), (8, 123, 1_000)]
+)
+def test_commit_timestamp_is_the_clients_only_in_v1(version, sent, stored):
+    bench = Bench()
+    bench.commit("g", {("t", 0): 1}, version=version, commit_timestamp=sent, now=1_000)
+    (record,) = bench.records(rec.OffsetCommitRecord)
+    assert record.commit_timestamp == stored
+
+
+def test_commit_by_a_static_member_under_another_member_id_is_fenced():
+    bench = Bench()
+    static = bench.join("g", instance_id="i1")
+    bench.coord.tick(0)
+    gen = static.one.generation_id
+    got = bench.commit("g", {("t", 0): 1}, member_id="other", generation=gen, instance_id="i1")
+    assert got == {("t", 0): E.FENCED_INSTANCE_ID}
+
+
+def test_a_simple_commit_creates_the_group_empty_since_the_commit():
+    bench = Bench()
+    bench.commit("g", {("t", 0): 1}, now=5_000)
+    g = groups_of(bench.coord)["g"]
+    assert (g.state, g.state_timestamp_ms) == (S.EMPTY, 5_000)
