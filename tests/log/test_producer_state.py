@@ -216,6 +216,43 @@ def test_producer_state_snapshot_round_trip_restores_entries_and_open_transactio
         _append(again, 7, 2, 9, 1, 8)
 
 
+def test_producer_state_snapshot_keeps_coordinator_epoch_and_batch_timestamps(tmp_path):
+    # Mutation testing: dropping the coordinator epoch or the batch timestamps on load, and
+    # not recording the map end offset, all passed the suite.
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 3, 0, 0, 1, 0, txn=True, ts=1_500)
+    _marker(psm, 3, 0, 1, commit=True, coordinator_epoch=4)
+    _append(psm, 3, 0, 1, 2, 2, ts=1_700)
+    psm.take_snapshot()  # at 4
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 4, now_ms=2_000) == 4
+    assert again.map_end_offset == 4
+    entry = again.last_entry(3)
+    assert entry.coordinator_epoch == 4
+    assert entry.last_timestamp == 1_700
+    dup = entry.find_duplicate(0, 1, 2)
+    assert (dup.first_offset, dup.last_offset, dup.timestamp) == (2, 3, 1_700)
+    # A marker from an older coordinator epoch is a zombie's, after the restart as before.
+    with pytest.raises(KafkaError) as e:
+        _marker(again, 3, 0, 4, commit=False, coordinator_epoch=3)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert "coordinator epoch 3, older than 4" in e.value.message
+
+
+def test_producer_state_snapshot_at_the_log_start_is_used_and_kept(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 0, 0, 5, 0)
+    psm.take_snapshot()  # at 5
+    _append(psm, 7, 0, 5, 5, 5)
+    psm.take_snapshot()  # at 10
+    psm.delete_snapshots_before(10)
+    assert psm.snapshot_offsets() == [10]  # the one at the offset itself stays
+    psm.delete_snapshots_before(10)  # nothing left below: no error
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(10, 10, now_ms=2_000) == 10  # at the log start: loaded
+    assert again.last_entry(7).last_seq == 9
+
+
 def test_producer_state_reload_ignores_snapshots_beyond_the_log_end(tmp_path):
     psm = ProducerStateManager(tmp_path, "t-0")
     _append(psm, 7, 0, 0, 5, 0)
