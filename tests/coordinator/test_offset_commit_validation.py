@@ -309,3 +309,16 @@ def test_a_simple_commit_creates_the_group_empty_since_the_commit():
     bench.commit("g", {("t", 0): 1}, now=5_000)
     g = groups_of(bench.coord)["g"]
     assert (g.state, g.state_timestamp_ms) == (S.EMPTY, 5_000)
+
+
+@pytest.mark.parametrize("rebalancing", [False, True])
+def test_a_members_commit_counts_as_a_heartbeat(rebalancing):
+    # Stable, or PreparingRebalance: the commit extends the member's session (Kafka).
+    bench = Bench()
+    (a,), gen = bench.stable_group("g", 1, session=10_000)
+    g = groups_of(bench.coord)["g"]
+    if rebalancing:
+        g.transition_to(S.PREPARING_REBALANCE, 0)
+    got = bench.commit("g", {("t", 0): 1}, member_id=a, generation=gen, now=8_000)
+    assert got == {("t", 0): E.NONE}
+    assert g.members[a].heartbeat_deadline_ms == 18_000

@@ -253,6 +253,19 @@ def test_producer_state_snapshot_at_the_log_start_is_used_and_kept(tmp_path):
     assert again.last_entry(7).last_seq == 9
 
 
+def test_producer_state_snapshot_below_the_log_start_is_not_loaded(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 9, 0, 0, 1, 0)  # its only batch is at offset 0
+    psm.take_snapshot()  # at 1
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 1, now_ms=2_000) == 1
+    dup = again.last_entry(9).find_duplicate(0, 0, 0)  # a retry of the batch at offset 0
+    assert (dup.first_offset, dup.last_offset) == (0, 0)
+    later = ProducerStateManager(tmp_path, "t-0")
+    assert later.truncate_and_reload(3, 3, now_ms=2_000) == 3  # the snapshot is below: replay
+    assert later.map_end_offset == 3 and later.last_entry(9) is None
+
+
 def test_producer_state_reload_ignores_snapshots_beyond_the_log_end(tmp_path):
     psm = ProducerStateManager(tmp_path, "t-0")
     _append(psm, 7, 0, 0, 5, 0)
