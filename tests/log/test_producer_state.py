@@ -325,3 +325,35 @@ def test_producer_state_coordinator_batch_from_a_fenced_epoch_is_refused(psm):
     assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     _append(psm, 11, 3, 0, 1, 2, txn=True, origin=COORDINATOR)  # current epoch, sequence 0 again
     _append(psm, 11, 2, 0, 1, 3, txn=True, origin=REPLICATION)  # followers only record
+
+
+# -- boundaries found by mutation testing ------------------------------------------------------
+
+
+def test_producer_state_sequence_zero_follows_only_int32_max(psm):
+    _append(psm, 1, 0, 0, 6, 0)  # sequences 0-5
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 1, 0, 0, 1, 6)  # 0 again, same epoch: not a wrap
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert "sequence 0 at offset 6 does not follow 5 (epoch 0)" in e.value.message
+    _append(psm, 2, 0, INT32_MAX - 1, 2, 10)  # ... up to INT32_MAX
+    _append(psm, 2, 0, 0, 1, 12)  # wraps to 0
+    assert psm.last_entry(2).last_seq == 0
+
+
+def test_producer_state_a_duplicate_matches_both_ends_of_a_batch(psm):
+    _append(psm, 1, 0, 0, 3, 0)  # 0-2
+    _append(psm, 1, 0, 3, 2, 3)  # 3-4
+    entry = psm.last_entry(1)
+    assert entry.find_duplicate(0, 0, 2).first_offset == 0
+    assert entry.find_duplicate(0, 0, 4) is None  # only the first sequence matches
+    assert entry.find_duplicate(0, 1, 2) is None  # only the last one
+
+
+def test_producer_state_a_marker_at_the_high_watermark_is_not_yet_replicated(psm):
+    _append(psm, 1, 0, 0, 1, 0, txn=True)
+    _marker(psm, 1, 0, 1, commit=True)
+    psm.on_high_watermark_updated(1)  # the marker (offset 1) is not below the HW yet
+    assert psm.first_unstable_offset() == 0
+    psm.on_high_watermark_updated(2)
+    assert psm.first_unstable_offset() is None
