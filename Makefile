@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror soak clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -41,7 +41,27 @@ format: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -q -m slow --run-slow
 
-bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn
+# Mutation testing with mutmut over the modules where a silent bug costs data ([tool.mutmut] in
+# pyproject.toml lists them and their tests; docs/testing.md has the last kill rates). Slow, so
+# kept out of `make test` and its dependencies: mutmut is installed here only. Niced (the
+# machine is shared) and bounded: MUTATE_SECONDS (default 2 h), then mutmut is stopped and what
+# it finished is kept in mutants/ (git-ignored); a second run resumes where it stopped. One
+# module: make mutate MUTATE='kcore.raft.election*'.
+MUTATE ?=
+MUTATE_SECONDS ?= 7200
+MUTATE_CHILDREN ?= 2
+
+mutate: $(STAMP)
+	$(PY) -m pip install --quiet 'mutmut>=3.8,<4'
+	-timeout --signal=INT --kill-after=60 $(MUTATE_SECONDS) \
+		nice -n 19 $(VENV)/bin/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTATE)
+	$(MAKE) --no-print-directory mutate-results
+
+# The surviving mutants (and those not run yet) of the last run; `mutmut show NAME` prints one.
+mutate-results:
+	$(VENV)/bin/mutmut results
+
+bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror
 
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
@@ -73,4 +93,4 @@ bench-mirror: $(STAMP)
 	$(PY) bench/mirror_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info mutants

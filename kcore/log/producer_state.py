@@ -462,19 +462,27 @@ class ProducerStateManager:
 
     # -- expiry and reset ------------------------------------------------------------------
 
+    def _idle_too_long(self, timestamp: int, now_ms: int) -> bool:
+        """Kafka's isProducerExpired clock: idle for ``producer.id.expiration.ms`` or more
+        (expired at that very millisecond, not one later)."""
+        return now_ms - timestamp >= self.producer_id_expiration_ms
+
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle for ``producer.id.expiration.ms`` with no open transaction."""
-        limit = now_ms - self.producer_id_expiration_ms
         expired = [
             pid
             for pid, e in self.producers.items()
-            if e.current_txn_first_offset is None and e.last_timestamp < limit
+            if e.current_txn_first_offset is None and self._idle_too_long(e.last_timestamp, now_ms)
         ]
         for pid in expired:
             del self.producers[pid]
         # A verification that failed and was never retried (Kafka expires these on the same
         # producer.id.expiration.ms).
-        stale = [pid for pid, v in self._verifications.items() if v.timestamp < limit]
+        stale = [
+            pid
+            for pid, v in self._verifications.items()
+            if self._idle_too_long(v.timestamp, now_ms)
+        ]
         for pid in stale:
             del self._verifications[pid]
         return expired
@@ -564,10 +572,9 @@ class ProducerStateManager:
         return log_start_offset
 
     def _load_entries(self, entries: list[ProducerSnapshotEntry], now_ms: int) -> None:
-        limit = now_ms - self.producer_id_expiration_ms
         for s in entries:
             txn_first = None if s.current_txn_first_offset < 0 else s.current_txn_first_offset
-            if txn_first is None and s.timestamp < limit:
+            if txn_first is None and self._idle_too_long(s.timestamp, now_ms):
                 continue  # expired while we were down
             entry = ProducerStateEntry(
                 s.producer_id,

@@ -353,3 +353,120 @@ def test_partition_log_topic_compression_type_recompresses_batches(tmp_path, cod
     assert [(r.offset, r.key, r.value) for r in b.records()] == [
         (i, b"k%d" % i, b"value-%d" % i) for i in range(4)
     ]
+
+
+# -- several batches in one leader append (the mirror's and the coordinators' way in) ---------
+
+
+def index_entries(plog) -> list[tuple[int, int]]:
+    index = plog.active_segment.offset_index
+    return [tuple(index.entry(n)) for n in range(index.entries)]
+
+
+def test_partition_log_leader_append_of_several_batches_hands_out_consecutive_offsets(tmp_path):
+    # index.interval.bytes=1: every batch after the first of the segment gets an index entry.
+    plog = create_log(tmp_path / "t-0", config(**{"index.interval.bytes": 1}), now_ms=NOW)
+    plog.append_as_leader(batch(2), leader_epoch=4, now_ms=NOW)  # 0-1
+    parts = [
+        batch(3, pid=9, epoch=0, seq=0),
+        batch(2, pid=9, epoch=0, seq=3, ts=NOW + 50),
+        batch(4, pid=9, epoch=0, seq=5),
+    ]
+    info = plog.append_as_leader(b"".join(parts), leader_epoch=6, now_ms=NOW)
+
+    assert (info.first_offset, info.last_offset) == (2, 10)
+    assert (info.record_count, info.valid_bytes) == (9, sum(map(len, parts)))
+    # Kafka's shallow offset of the max timestamp: the last offset of the batch carrying it.
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (NOW + 51, 6)
+    assert plog.log_end_offset == 11
+    got, _ = read_batches(plog)
+    assert [(b.base_offset, b.last_offset, b.partition_leader_epoch) for b in got] == [
+        (0, 1, 4),
+        (2, 4, 6),
+        (5, 6, 6),
+        (7, 10, 6),
+    ]
+    for stored, sent in zip(got[1:], parts, strict=True):
+        assert stored.is_valid_crc()
+        raw = bytes(stored.buffer)
+        assert raw[8:12] == sent[8:12] and raw[16:] == sent[16:]  # only offset and epoch patched
+    # One epoch entry where epoch 6 begins, not one per batch.
+    assert plog.epoch_cache.epoch_entries() == [(4, 0), (6, 2)]
+    assert plog.end_offset_for_epoch(4) == (4, 2)
+    assert plog.end_offset_for_epoch(6) == (6, 11)
+    # An index entry at each batch of the append (Kafka's LogSegment.append: the batch's last
+    # offset and its position), not one for the whole append.
+    positions = [0]
+    for b in got[:-1]:
+        positions.append(positions[-1] + b.size_in_bytes)
+    assert index_entries(plog) == [(4, positions[1]), (6, positions[2]), (10, positions[3])]
+    assert [b.base_offset for b in read_batches(plog, 6)[0]] == [5, 7]
+    # Producer state: the last sequence, and every batch of the append is a known retry.
+    assert plog.producer_state.last_entry(9).last_seq == 8
+    for sent, offsets in zip(parts, [(2, 4), (5, 6), (7, 10)], strict=True):
+        retry = plog.append_as_leader(sent, leader_epoch=6, now_ms=NOW)
+        assert retry.duplicate and (retry.first_offset, retry.last_offset) == offsets
+    assert plog.log_end_offset == 11
+    nxt = plog.append_as_leader(batch(1, pid=9, epoch=0, seq=9), leader_epoch=6, now_ms=NOW)
+    assert (nxt.first_offset, nxt.last_offset) == (11, 11)
+    plog.close()
+
+
+def test_partition_log_several_batches_index_as_recovery_rebuilds_them(tmp_path):
+    cfg = config(**{"index.interval.bytes": 300})
+    plog = create_log(tmp_path / "t-0", cfg, now_ms=NOW)
+    for n in (1, 3, 2, 5):
+        parts = [batch(k, size=60) for k in range(1, n + 1)]
+        plog.append_as_leader(b"".join(parts), leader_epoch=1, now_ms=NOW)
+    before = index_entries(plog)
+    assert len(before) > 4  # more entries than appends
+    for seg in plog.segments:
+        seg.log.close()
+        seg.offset_index.close_handler()
+        seg.time_index.close_handler()
+        seg.txn_index.close()
+    again = load_log(tmp_path / "t-0", cfg, had_clean_shutdown=False, recovery_point=0, now_ms=NOW)
+    assert index_entries(again) == before
+    again.close()
+
+
+@pytest.mark.parametrize(
+    "second, code",
+    [
+        (batch(2, pid=9, epoch=0, seq=7), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+        (batch(2, ts=NOW - 10 * 365 * 86_400_000), ErrorCode.INVALID_TIMESTAMP),
+        (b"\x00" * 8 + batch(2)[8:-1] + b"\xff", ErrorCode.CORRUPT_MESSAGE),
+    ],
+    ids=["sequence-gap", "timestamp", "crc"],
+)
+def test_partition_log_several_batches_are_written_all_or_none(tmp_path, second, code):
+    cfg = config(**{"message.timestamp.before.max.ms": 3_600_000})
+    plog = create_log(tmp_path / "t-0", cfg, now_ms=NOW)
+    plog.append_as_leader(batch(1), leader_epoch=0, now_ms=NOW)
+    size = plog.size_in_bytes()
+    with pytest.raises(KafkaError) as e:
+        plog.append_as_leader(batch(3, pid=9, epoch=0, seq=0) + second, 1, now_ms=NOW)
+    assert e.value.code == code
+    assert (plog.log_end_offset, plog.size_in_bytes()) == (1, size)
+    assert plog.producer_state.last_entry(9) is None
+    assert plog.epoch_cache.epoch_entries() == [(0, 0)]
+    plog.close()
+
+
+def test_partition_log_timestamp_lookups_across_segments(tmp_path):
+    # Mutation testing: a segment whose max timestamp equals the target was skipped, a search
+    # that stopped at the first too-old segment, and ties for the max timestamp all passed.
+    plog = create_log(tmp_path / "t-0", config(**{"internal.segment.bytes": 600}), now_ms=NOW)
+    assert plog.max_timestamp_and_offset() == (-1, -1)  # empty: Kafka's (-1, -1)
+    stamps = [NOW, NOW + 100, NOW + 100, NOW + 50, NOW + 300]
+    for ts in stamps:  # one record of ~200 bytes per batch: about two batches per segment
+        plog.append_as_leader(batch(1, ts=ts, size=200), 0, now_ms=NOW)
+    assert len(plog.segments) >= 3
+    assert plog.offset_for_timestamp(NOW) == 0
+    assert plog.offset_for_timestamp(NOW + 100) == 1  # exactly a segment's max timestamp
+    assert plog.offset_for_timestamp(NOW + 101) == 4  # past the first segments
+    assert plog.offset_for_timestamp(NOW + 301) is None
+    plog.truncate_to(4)
+    # Two batches carry the max timestamp (offsets 1 and 2): the first one counts.
+    assert plog.max_timestamp_and_offset() == (NOW + 100, 1)
+    plog.close()

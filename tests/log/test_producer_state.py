@@ -176,6 +176,26 @@ def test_producer_state_expiry_keeps_producers_with_open_transactions(psm):
     assert psm.last_entry(2) is not None and psm.last_entry(3) is not None
 
 
+def test_producer_state_expires_a_producer_at_exactly_producer_id_expiration_ms(tmp_path):
+    # Kafka's isProducerExpired: now - last timestamp >= producer.id.expiration.ms.
+    psm = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    _append(psm, 1, 0, 0, 1, 0, ts=1_000)
+    assert psm.remove_expired_producers(now_ms=10_999) == []
+    assert psm.remove_expired_producers(now_ms=11_000) == [1]
+    assert psm.last_entry(1) is None
+
+
+def test_producer_state_snapshot_skips_producers_expired_at_exactly_the_limit(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    _append(psm, 1, 0, 0, 1, 0, ts=1_000)
+    _append(psm, 2, 0, 0, 1, 1, ts=1_001)
+    psm.take_snapshot()
+    again = ProducerStateManager(tmp_path, "t-0", producer_id_expiration_ms=10_000)
+    again.truncate_and_reload(0, 2, now_ms=11_000)
+    assert again.last_entry(1) is None  # idle for exactly 10 000 ms: expired while down
+    assert again.last_entry(2) is not None
+
+
 def test_producer_state_snapshot_round_trip_restores_entries_and_open_transactions(tmp_path):
     psm = ProducerStateManager(tmp_path, "t-0")
     _append(psm, 7, 2, 0, 5, 0)
@@ -194,6 +214,56 @@ def test_producer_state_snapshot_round_trip_restores_entries_and_open_transactio
     _append(again, 7, 2, 5, 1, 7)
     with pytest.raises(KafkaError):
         _append(again, 7, 2, 9, 1, 8)
+
+
+def test_producer_state_snapshot_keeps_coordinator_epoch_and_batch_timestamps(tmp_path):
+    # Mutation testing: dropping the coordinator epoch or the batch timestamps on load, and
+    # not recording the map end offset, all passed the suite.
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 3, 0, 0, 1, 0, txn=True, ts=1_500)
+    _marker(psm, 3, 0, 1, commit=True, coordinator_epoch=4)
+    _append(psm, 3, 0, 1, 2, 2, ts=1_700)
+    psm.take_snapshot()  # at 4
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 4, now_ms=2_000) == 4
+    assert again.map_end_offset == 4
+    entry = again.last_entry(3)
+    assert entry.coordinator_epoch == 4
+    assert entry.last_timestamp == 1_700
+    dup = entry.find_duplicate(0, 1, 2)
+    assert (dup.first_offset, dup.last_offset, dup.timestamp) == (2, 3, 1_700)
+    # A marker from an older coordinator epoch is a zombie's, after the restart as before.
+    with pytest.raises(KafkaError) as e:
+        _marker(again, 3, 0, 4, commit=False, coordinator_epoch=3)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert "coordinator epoch 3, older than 4" in e.value.message
+
+
+def test_producer_state_snapshot_at_the_log_start_is_used_and_kept(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 0, 0, 5, 0)
+    psm.take_snapshot()  # at 5
+    _append(psm, 7, 0, 5, 5, 5)
+    psm.take_snapshot()  # at 10
+    psm.delete_snapshots_before(10)
+    assert psm.snapshot_offsets() == [10]  # the one at the offset itself stays
+    psm.delete_snapshots_before(10)  # nothing left below: no error
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(10, 10, now_ms=2_000) == 10  # at the log start: loaded
+    assert again.last_entry(7).last_seq == 9
+
+
+def test_producer_state_snapshot_below_the_log_start_is_not_loaded(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 9, 0, 0, 1, 0)  # its only batch is at offset 0
+    psm.take_snapshot()  # at 1
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 1, now_ms=2_000) == 1
+    dup = again.last_entry(9).find_duplicate(0, 0, 0)  # a retry of the batch at offset 0
+    assert (dup.first_offset, dup.last_offset) == (0, 0)
+    later = ProducerStateManager(tmp_path, "t-0")
+    assert later.truncate_and_reload(3, 3, now_ms=2_000) == 3  # the snapshot is below: replay
+    assert later.map_end_offset == 3 and later.last_entry(9) is None
 
 
 def test_producer_state_reload_ignores_snapshots_beyond_the_log_end(tmp_path):
@@ -255,3 +325,35 @@ def test_producer_state_coordinator_batch_from_a_fenced_epoch_is_refused(psm):
     assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
     _append(psm, 11, 3, 0, 1, 2, txn=True, origin=COORDINATOR)  # current epoch, sequence 0 again
     _append(psm, 11, 2, 0, 1, 3, txn=True, origin=REPLICATION)  # followers only record
+
+
+# -- boundaries found by mutation testing ------------------------------------------------------
+
+
+def test_producer_state_sequence_zero_follows_only_int32_max(psm):
+    _append(psm, 1, 0, 0, 6, 0)  # sequences 0-5
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 1, 0, 0, 1, 6)  # 0 again, same epoch: not a wrap
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert "sequence 0 at offset 6 does not follow 5 (epoch 0)" in e.value.message
+    _append(psm, 2, 0, INT32_MAX - 1, 2, 10)  # ... up to INT32_MAX
+    _append(psm, 2, 0, 0, 1, 12)  # wraps to 0
+    assert psm.last_entry(2).last_seq == 0
+
+
+def test_producer_state_a_duplicate_matches_both_ends_of_a_batch(psm):
+    _append(psm, 1, 0, 0, 3, 0)  # 0-2
+    _append(psm, 1, 0, 3, 2, 3)  # 3-4
+    entry = psm.last_entry(1)
+    assert entry.find_duplicate(0, 0, 2).first_offset == 0
+    assert entry.find_duplicate(0, 0, 4) is None  # only the first sequence matches
+    assert entry.find_duplicate(0, 1, 2) is None  # only the last one
+
+
+def test_producer_state_a_marker_at_the_high_watermark_is_not_yet_replicated(psm):
+    _append(psm, 1, 0, 0, 1, 0, txn=True)
+    _marker(psm, 1, 0, 1, commit=True)
+    psm.on_high_watermark_updated(1)  # the marker (offset 1) is not below the HW yet
+    assert psm.first_unstable_offset() == 0
+    psm.on_high_watermark_updated(2)
+    assert psm.first_unstable_offset() is None

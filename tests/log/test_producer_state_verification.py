@@ -87,8 +87,13 @@ def test_verification_ongoing_transaction_of_an_older_epoch_does_not_count(psm):
     _txn_batch(psm, 0, epoch=0)
     assert not psm.has_ongoing_transaction(PID, 1)
     assert psm.maybe_start_transaction_verification(PID, 1, now_ms=0) is not None
-    with pytest.raises(KafkaError):
+    with pytest.raises(KafkaError) as e:
         psm.check_verified(PID, 1, None)
+    # Kafka's words (UnifiedLog's InvalidTxnStateException), after the producer and partition.
+    assert e.value.code == ErrorCode.INVALID_TXN_STATE
+    assert e.value.message == (
+        f"producer {PID} in t-0: Record was not part of an ongoing transaction"
+    )
 
 
 def test_verification_guards_of_other_producers_are_independent(psm):
@@ -103,9 +108,9 @@ def test_verification_guards_of_other_producers_are_independent(psm):
 
 def test_verification_stale_entries_expire_with_producer_id_expiration_ms(psm):
     guard = psm.maybe_start_transaction_verification(PID, EPOCH, now_ms=0)
-    psm.remove_expired_producers(now_ms=5_000)
+    psm.remove_expired_producers(now_ms=9_999)
     assert psm.verification_guard(PID) is guard
-    psm.remove_expired_producers(now_ms=10_001)
+    psm.remove_expired_producers(now_ms=10_000)  # Kafka: now - timestamp >= expiration
     assert psm.verification_guard(PID) is None
 
 

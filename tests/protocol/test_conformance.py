@@ -20,7 +20,7 @@ kcore's own differences are spelled out here and nowhere else:
   have no reference schema (``test_mirror_declarations.py`` covers them).
 
 The references live in ``../shared/reference`` beside the repository; without them (a user's
-clone) these tests skip.
+clone) these tests skip, and under ``CI=true`` they fail (``shared_reference.require``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from kcore.protocol.declarations import PRIMITIVE_TYPES, MessageDecl, VersionRan
 from kcore.protocol.messages import MESSAGES
 from kcore.protocol.mirror_apis import MIRROR_API_KEYS
 
+from .shared_reference import SHARED, require
+
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT / ".." / "shared"
 REFERENCE = SHARED / "reference"
 NEW_DIR = REFERENCE / "kafka-protocol-4x"
 OLD_DIR = REFERENCE / "kafka-protocol" / "clients" / "src" / "main" / "resources" / "common"
@@ -110,8 +111,7 @@ SUPERSEDED: dict[str, set[int]] = {"ReadShareGroupStateSummaryResponse": {0}}
 
 
 def _require_reference() -> None:
-    if not REFERENCE.is_dir():
-        pytest.skip(f"reference schemas not found at {REFERENCE.resolve()} (not part of a clone)")
+    require(REFERENCE, "reference schemas")
 
 
 _json_cache: dict[Path, dict | None] = {}

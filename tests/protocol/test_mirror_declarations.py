@@ -3,7 +3,8 @@
 The mirror declarations (``kcore/protocol/defs/<Api>.def``) are checked field by field against
 the RPC tables of the spec (``shared/spec/cluster-mirroring.md`` §7.4–7.14), and their API keys
 against decision D-01 (``shared/spec/decisions.md``) and ``MIRROR_API_KEYS``. The spec lives
-outside the repository, in ``../shared``; the tests that read it skip where it is absent.
+outside the repository, in ``../shared``; the tests that read it skip where it is absent, and
+fail under ``CI=true`` (``shared_reference.require``).
 
 Reading the tables: a row's path names the field (``Topics[].Name``; a leading ``…`` continues the
 nearest ``Partitions`` array above it), the "Versions" column holds the version range or
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -35,7 +35,8 @@ from kcore.protocol.declarations import (
 )
 from kcore.protocol.mirror_apis import MIRROR_API_KEYS
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+from .shared_reference import SHARED, require
+
 SPEC = SHARED / "spec" / "cluster-mirroring.md"
 DECISIONS = SHARED / "spec" / "decisions.md"
 
@@ -153,8 +154,7 @@ def parse_spec_tables(text: str) -> dict[str, list[SpecField]]:
 
 @pytest.fixture(scope="module")
 def spec_tables() -> dict[str, list[SpecField]]:
-    if not SPEC.is_file():
-        pytest.skip(f"shared spec not found at {SPEC} (../shared is not beside the repository)")
+    require(SPEC, "shared spec")
     return parse_spec_tables(SPEC.read_text(encoding="utf-8"))
 
 
@@ -196,8 +196,7 @@ def test_mirror_api_keys_are_the_d01_block():
 
 
 def test_mirror_api_keys_match_decision_d01():
-    if not DECISIONS.is_file():
-        pytest.skip(f"shared decisions not found at {DECISIONS}")
+    require(DECISIONS, "shared decisions")
     text = DECISIONS.read_text(encoding="utf-8")
     start = text.index("**D-01")
     end = text.index("- **D-", start)

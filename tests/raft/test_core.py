@@ -208,6 +208,71 @@ def test_core_refuses_to_vote_for_a_less_up_to_date_log():
         assert rpc.partition_of(responses(core.poll(0).outputs)[0].message).vote_granted is granted
 
 
+@pytest.mark.parametrize(
+    "last, granted",
+    [
+        (OE(2, 2), False),  # same last epoch, shorter log
+        (OE(9, 1), False),  # longer log, older last epoch
+        (OE(3, 2), True),  # the same log end
+        (OE(4, 2), True),  # same last epoch, longer log
+        (OE(1, 3), True),  # newer last epoch, shorter log
+    ],
+)
+def test_core_real_vote_needs_a_log_at_least_as_up_to_date(last, granted):
+    # The log ends at (offset 3, epoch 2). A binding vote (not a pre-vote) from a candidate of
+    # epoch 4 is granted only if (last epoch, end offset) >= (2, 3), epoch first.
+    log = MemoryRaftLog()
+    log.append([RaftRecord(b"x")] * 3, 2)
+    core = make(2, log=log, stored=ElectionState(2))
+    core.poll(0)
+    req = rpc.vote_request(
+        "c1", candidate_epoch=4, candidate_id=1, voter_id=2, last_offset=last, pre_vote=False
+    )
+    core.handle_request(1, "t", req, 0)
+    out = core.poll(0).outputs
+    answer = rpc.partition_of(responses(out)[0].message)
+    assert answer.vote_granted is granted
+    assert (answer.error_code, answer.leader_epoch, core.epoch) == (0, 4, 4)
+    persisted = [o.state for o in out if isinstance(o, PersistQuorumState)]
+    if granted:
+        assert core.role is R.VOTED and persisted[-1] == ElectionState(4, None, 1)
+    else:
+        # Moved to the candidate's epoch without a vote: a better candidate may still win it.
+        assert core.role is R.UNATTACHED and persisted[-1] == ElectionState(4, None, None)
+        better = rpc.vote_request(
+            "c1",
+            candidate_epoch=4,
+            candidate_id=3,
+            voter_id=2,
+            last_offset=OE(3, 2),
+            pre_vote=False,
+        )
+        core.handle_request(3, "t2", better, 1)
+        assert rpc.partition_of(responses(core.poll(1).outputs)[0].message).vote_granted
+        assert core.role is R.VOTED
+
+
+def test_core_voter_zero_is_a_voter_like_any_other():
+    # node.id=0 is common in Kafka clusters; only negative ids are invalid (Kafka's check).
+    log = MemoryRaftLog()
+    core = make(1, voters=(0, 1, 2), log=log)
+    core.poll(0)
+    for candidate, code, granted in [(0, 0, True), (-1, ErrorCode.INVALID_REQUEST, False)]:
+        req = rpc.vote_request(
+            "c1", candidate_epoch=1, candidate_id=candidate, voter_id=1, last_offset=OE(0, 0),
+            pre_vote=True,
+        )  # fmt: skip
+        core.handle_request(candidate, "t", req, 0)
+        answer = rpc.partition_of(responses(core.poll(0).outputs)[0].message)
+        assert (answer.error_code, answer.vote_granted) == (code, granted), candidate
+    # And it asks voter 0 for its vote, naming the cluster.
+    asking = make(2, voters=(0, 1, 2))
+    out = asking.poll(10_000).outputs
+    votes = {o.destination: o.message for o in requests(out, m.VoteRequest)}
+    assert set(votes) == {0, 1}
+    assert all(v.cluster_id == "c1" for v in votes.values())
+
+
 def test_core_follower_refuses_pre_votes_while_its_leader_answers():
     net = Net(make(1), make(2), make(3))
     lead, now = elect(net)

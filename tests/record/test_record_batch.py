@@ -248,9 +248,35 @@ def test_record_batch_set_max_timestamp_switches_to_log_append_time():
     assert bytes(data) == same
 
 
+def test_record_batch_set_max_timestamp_keeps_the_other_attributes():
+    data = make_batch(
+        compression=CompressionType.GZIP, producer_id=7, producer_epoch=0, base_sequence=0,
+        is_transactional=True,
+    )  # fmt: skip
+    batch = RecordBatch(data)
+    before = batch.attributes
+    batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, 77_000)
+    batch.validate()
+    assert batch.attributes == before | 0x08  # only the timestamp-type bit (3) changed
+    assert batch.compression_type is CompressionType.GZIP and batch.is_transactional
+
+
+def test_record_batch_set_max_timestamp_rewrites_when_either_field_changes():
+    # Only the max timestamp changes (the type stays CreateTime).
+    batch = RecordBatch(make_batch())
+    batch.set_max_timestamp(TimestampType.CREATE_TIME, 5_000)
+    batch.validate()
+    assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.CREATE_TIME, 5_000)
+    # Only the type changes (the max timestamp stays).
+    batch = RecordBatch(make_batch())
+    batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, batch.max_timestamp)
+    batch.validate()
+    assert batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+
+
 def test_record_batch_patching_a_read_only_buffer_raises_type_error():
     batch = RecordBatch(bytes(make_batch()))
-    with pytest.raises(TypeError, match="read-only"):
+    with pytest.raises(TypeError, match="^record batch buffer is read-only; build the view"):
         batch.set_base_offset(1)
     with pytest.raises(TypeError, match="read-only"):
         batch.set_producer_id(1)
@@ -274,8 +300,10 @@ def test_mirror_producer_id_keeps_minus_one_and_maps_the_examples():
     assert mirror_producer_id(0) == -2
     assert mirror_producer_id(41) == -43
     assert mirror_producer_id(-43) == 41
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"producer id {2**63 - 1} has no mirrored int64"):
         mirror_producer_id(2**63 - 1)
+    with pytest.raises(ValueError, match="producer id -9223372036854775809"):
+        mirror_producer_id(-(2**63) - 1)
 
 
 @settings(max_examples=40, deadline=None)
@@ -310,11 +338,12 @@ def test_record_batch_refuses_magic_v0_and_v1(magic):
     assert info.value.error_code == 87  # INVALID_RECORD
 
 
-@pytest.mark.parametrize("magic", [3, 0x80])
-def test_record_batch_refuses_unknown_magic(magic):
+@pytest.mark.parametrize("magic, shown", [(3, 3), (0x7F, 127), (0x80, -128), (0xFF, -1)])
+def test_record_batch_refuses_unknown_magic(magic, shown):
     data = make_batch()
     data[16] = magic
-    with pytest.raises(CorruptRecordError, match="unknown magic") as info:
+    # The magic is an int8 on the wire: the message shows it signed, as Kafka would.
+    with pytest.raises(CorruptRecordError, match=f"unknown magic {shown}$") as info:
         RecordBatch(data)
     assert not isinstance(info.value, UnsupportedMagicError)
     assert info.value.error_code == 2  # CORRUPT_MESSAGE

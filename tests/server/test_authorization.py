@@ -25,7 +25,7 @@ from kcore.record import iter_batches
 from kcore.record.control import read_control_record
 from kcore.testing import EmbeddedCluster
 
-from .batches import producer_batch
+from .batches import produce_request, producer_batch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -109,19 +109,8 @@ async def _coordinator(client, key: str, key_type: int = 0) -> int:
 
 
 def _produce_request(topic, records, transactional_id=None, partitions=(0,)) -> m.ProduceRequest:
-    P = m.ProduceRequest
-    return P(
-        transactional_id=transactional_id,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            P.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    P.PartitionProduceData(index=i, records=records) for i in partitions
-                ],
-            )
-        ],
+    return produce_request(
+        topic, {i: records for i in partitions}, transactional_id=transactional_id
     )
 
 

@@ -18,6 +18,8 @@ from kcore.protocol.errors import ErrorCode
 from kcore.record import RecordBatchBuilder
 from kcore.testing import EmbeddedCluster
 
+from .batches import produce_raw
+
 pytestmark = pytest.mark.timeout(120)
 
 MAX_FRAME = 100_000
@@ -260,32 +262,20 @@ def test_a_flood_of_connections_is_served_or_closed():
     _run(body)
 
 
+def _batch(count: int, prefix: bytes = b"k", base_offset: int = 0) -> bytes:
+    builder = RecordBatchBuilder(base_offset)
+    for i in range(count):
+        builder.append(int(time.time() * 1000), key=prefix + b"%d" % i, value=b"v%d" % i)
+    return bytes(builder.build())
+
+
 def test_produce_with_a_corrupt_batch_gets_corrupt_message_and_stores_nothing():
     async def body(c, health):
         await c.acreate_topic("corrupt", partitions=2)
-        builder = RecordBatchBuilder()
-        for i in range(5):
-            builder.append(int(time.time() * 1000), key=b"k%d" % i, value=b"v%d" % i)
-        good = bytes(builder.build())
+        good = _batch(5)
         bad = bytearray(good)
         bad[-1] ^= 0xFF  # a record byte: the CRC no longer matches
-        r = await health.conn.request(
-            P(
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    P.TopicProduceData(
-                        name="corrupt",
-                        partition_data=[
-                            P.PartitionProduceData(index=0, records=bytes(bad)),
-                            P.PartitionProduceData(index=1, records=good),
-                        ],
-                    )
-                ],
-            ),
-            9,
-        )
-        by_index = {p.index: p for p in r.responses[0].partition_responses}
+        by_index = await produce_raw(health.conn, "corrupt", {0: bytes(bad), 1: good})
         assert by_index[0].error_code == ErrorCode.CORRUPT_MESSAGE
         assert by_index[1].error_code == 0 and by_index[1].base_offset == 0
         logs = c.broker.log_manager.logs
@@ -306,6 +296,40 @@ def test_produce_with_a_corrupt_batch_gets_corrupt_message_and_stores_nothing():
             7,
         )
         assert r.topics[0].partitions[0].offset == 0
+        await health.check()
+
+    _run(body)
+
+
+def test_produce_with_more_or_less_than_one_batch_per_partition_is_invalid_record():
+    """Kafka's ProduceRequest.validateRecords: from v3 on, exactly one batch per partition."""
+
+    async def body(c, health):
+        await c.acreate_topic("batches", partitions=4)
+        records = {
+            0: _batch(3, b"a") + _batch(3, b"b", 3),  # two whole batches
+            1: b"",  # none
+            2: _batch(3, b"c") + b"\x00" * 5,  # one, and stray bytes after it
+            3: _batch(3, b"d"),  # exactly one: written
+        }
+        by_index = await produce_raw(health.conn, "batches", records, version=9)
+        for i in (0, 1, 2):
+            assert by_index[i].error_code == ErrorCode.INVALID_RECORD, i
+            assert by_index[i].base_offset == -1
+        assert by_index[0].error_message == (
+            "Produce requests with version 9 are only allowed to contain exactly one record "
+            "batch per partition (got 2)"
+        )
+        assert by_index[1].error_message == (
+            "Produce requests with version 9 must have at least one record batch per partition"
+        )
+        assert "5 bytes after the record batch" in by_index[2].error_message
+        assert by_index[3].error_code == 0 and by_index[3].base_offset == 0
+        logs = c.broker.log_manager.logs
+        for i in (0, 1, 2):
+            assert logs[("batches", i)].log_end_offset == 0
+            assert logs[("batches", i)].size_in_bytes() == 0
+        assert logs[("batches", 3)].log_end_offset == 3
         await health.check()
 
     _run(body)

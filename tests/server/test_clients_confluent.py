@@ -184,3 +184,10 @@ def test_confluent_consumer_reads_everything_back_after_a_broker_restart(tmp_pat
         assert sorted(m.value() for m in got) == sorted(m["value"] for m in messages)
         more = _produce(cluster, topic, [{"value": b"after", "partition": 0}], acks="all")
         assert more == []
+        # The restarted log takes appends after what it recovered, and serves them.
+        again = _consume_all(cluster, topic, partitions=2, expected=201)
+        assert len(again) == 201
+        (after,) = [m for m in again if m.value() == b"after"]
+        assert (after.partition(), after.offset()) == (0, 100)
+        by_partition = {p: [m.offset() for m in again if m.partition() == p] for p in (0, 1)}
+        assert by_partition == {0: list(range(101)), 1: list(range(100))}

@@ -49,10 +49,11 @@ def test_kafka_python_creates_lists_produces_and_consumes(cluster):
     try:
         consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         consumer.seek_to_beginning()
-        got = sorted(m.value for m in consumer)
+        got = sorted((m.partition, m.offset, m.key, m.value) for m in consumer)
     finally:
         consumer.close()
-    assert got == sorted(f"v{i}".encode() for i in range(40))
+    # Each record where it was sent, in the order sent, with its own key and value.
+    assert got == sorted((i % 2, i // 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(40))
 
 
 def test_aiokafka_produces_and_consumes(cluster):
@@ -61,12 +62,15 @@ def test_aiokafka_produces_and_consumes(cluster):
     topic = _name("aio")
     cluster.create_topic(topic)
 
+    def key(i: int) -> bytes | None:
+        return None if i % 3 == 0 else f"key-{i}".encode()  # null keys too
+
     async def main():
         producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
         await producer.start()
         try:
             for i in range(30):
-                await producer.send_and_wait(topic, f"a{i}".encode(), key=b"k")
+                await producer.send_and_wait(topic, f"a{i}".encode(), key=key(i))
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(
@@ -81,12 +85,12 @@ def test_aiokafka_produces_and_consumes(cluster):
             while len(got) < 30:
                 batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
                 for messages in batch.values():
-                    got += [m.value for m in messages]
+                    got += [(m.offset, m.key, m.value) for m in messages]
             return got
         finally:
             await consumer.stop()
 
-    assert asyncio.run(main()) == [f"a{i}".encode() for i in range(30)]
+    assert asyncio.run(main()) == [(i, key(i), f"a{i}".encode()) for i in range(30)]
 
 
 def test_aiokafka_admin_creates_and_lists_topics(cluster):

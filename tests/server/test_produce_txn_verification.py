@@ -25,7 +25,7 @@ from kcore.record import RecordBatchBuilder, iter_batches
 from kcore.record.control import build_end_txn_marker_batch
 from kcore.testing import EmbeddedCluster
 
-from .batches import producer_batch
+from .batches import produce_raw, producer_batch
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -137,23 +137,7 @@ def _txn_batch(pid, epoch, sequence, values) -> bytearray:
 
 async def _produce(conn, tid, topic, batches: dict[int, bytearray], version=9):
     """Produce one batch per partition; returns {partition: PartitionProduceResponse}."""
-    resp = await conn.request(
-        P(
-            transactional_id=tid,
-            acks=-1,
-            timeout_ms=5000,
-            topic_data=[
-                P.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        P.PartitionProduceData(index=i, records=b) for i, b in batches.items()
-                    ],
-                )
-            ],
-        ),
-        version,
-    )
-    return {p.index: p for p in resp.responses[0].partition_responses}
+    return await produce_raw(conn, topic, batches, transactional_id=tid, version=version)
 
 
 async def _latest_offset(conn, topic, partition=0) -> int:

@@ -25,7 +25,7 @@ from kcore.record.control import ControlRecordType, read_control_record
 from kcore.testing import EmbeddedCluster
 
 from . import embedded
-from .batches import producer_batch
+from .batches import produce_request, producer_batch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -119,26 +119,9 @@ def _open_txn_in_log(cluster, topic, pid, values) -> None:
 
 
 async def _produce_txn(client, tid, topic, pid, epoch, sequence, values) -> None:
-    P = m.ProduceRequest
-    resp = await client.request(
-        "any",
-        P(
-            transactional_id=tid,
-            acks=-1,
-            timeout_ms=5000,
-            topic_data=[
-                P.TopicProduceData(
-                    name=topic,
-                    partition_data=[
-                        P.PartitionProduceData(
-                            index=0, records=_txn_batch(pid, epoch, sequence, values)
-                        )
-                    ],
-                )
-            ],
-        ),
-        version=9,
-    )
+    batch = _txn_batch(pid, epoch, sequence, values)
+    request = produce_request(topic, {0: batch}, transactional_id=tid)
+    resp = await client.request("any", request, version=9)
     part = resp.responses[0].partition_responses[0]
     assert part.error_code == 0, part
 

@@ -87,8 +87,14 @@ def _verification_failure(code: ErrorCode, version: int) -> KafkaError:
     return KafkaError(code)
 
 
-def _one_batch(records) -> RecordBatch:
-    """Kafka 4.x: from Produce v3 on, a partition's records are exactly one v2 batch."""
+def _one_batch(records, version: int) -> RecordBatch:
+    """Kafka 4.x: from Produce v3 on, a partition's records are exactly one v2 batch.
+
+    Refused with INVALID_RECORD and the words of Kafka's ``ProduceRequest.validateRecords``
+    (Kafka logs them and answers the code alone; kcore sends them as the error message too).
+    Bytes after the batch, which Kafka trims silently, are refused as well: nothing is lost
+    without a word.
+    """
     try:
         it = iter_batches(records)
         batches = list(it)
@@ -96,11 +102,23 @@ def _one_batch(records) -> RecordBatch:
         raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
     except CorruptRecordError as e:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(e)) from None
-    if len(batches) != 1 or it.trailing_bytes:
+    if not batches:
         raise KafkaError(
             ErrorCode.INVALID_RECORD,
-            "produce requests from version 3 on must carry exactly one record batch per "
-            f"partition (got {len(batches)} and {it.trailing_bytes} stray bytes)",
+            f"Produce requests with version {version} must have at least one record batch "
+            "per partition",
+        )
+    if len(batches) > 1:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly "
+            f"one record batch per partition (got {len(batches)})",
+        )
+    if it.trailing_bytes:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"{it.trailing_bytes} bytes after the record batch: produce requests carry exactly "
+            "one whole record batch per partition",
         )
     return batches[0]
 
@@ -190,7 +208,7 @@ def register(registry: HandlerRegistry) -> None:
                         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if pd.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "null records")
-                    ready.append((topic, pd, _one_batch(pd.records), entry))
+                    ready.append((topic, pd, _one_batch(pd.records, ctx.version), entry))
                 except KafkaError as e:
                     _fail(broker, topic, pd.index, entry, e)
         verifying: dict[tuple[str, int], _Verification] = {}
