@@ -37,6 +37,8 @@ import re
 import sys
 from typing import Any
 
+import trio
+
 from kcore import __version__
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
@@ -81,7 +83,14 @@ Option                                  Description
                                           regex patterns (e.g., 'my-topic,
                                           orders-.*,payments').
 --version                               Display Kafka version.
+--wait-for-sync [Long: timeout ms]      With --stop: first wait until the lag
+                                          of every partition to stop is 0, for
+                                          at most the timeout (default:
+                                          300000), then stop.
 """
+
+# The proposal's help ends at --version; --wait-for-sync is kcore's (decision D-31).
+DEFAULT_WAIT_FOR_SYNC_MS = 300_000
 
 ACTIONS = ("create", "start", "stop", "pause", "resume", "delete", "list", "describe")
 
@@ -112,6 +121,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mirror-config")
     parser.add_argument("--topics")
     parser.add_argument("--version", action="store_true")
+    parser.add_argument(
+        "--wait-for-sync", type=int, nargs="?", const=DEFAULT_WAIT_FOR_SYNC_MS, default=None
+    )
 
 
 def _usage(args: argparse.Namespace) -> str | None:
@@ -133,6 +145,10 @@ def _usage(args: argparse.Namespace) -> str | None:
         return "--mirror-config is only valid with --create"
     if args.json and action not in ("list", "describe"):
         return "--json is only valid with --list and --describe"
+    if args.wait_for_sync is not None and action != "stop":
+        return "--wait-for-sync is only valid with --stop"
+    if args.wait_for_sync is not None and args.wait_for_sync < 0:
+        return "--wait-for-sync takes a timeout in ms >= 0"
     if args.topics and action not in ("start", "stop", "pause", "resume"):
         return f"--topics is not valid with --{action}"
     for flag, value in (("--topics", args.topics), ("--exclude", args.exclude)):
@@ -241,6 +257,8 @@ async def _start(client: KafkaClient, args) -> int:
 
 async def _stop(client: KafkaClient, args) -> int:
     entries = _entries(args.topics)
+    if args.wait_for_sync is not None:
+        await _wait_for_sync(client, args.mirror, entries, args.wait_for_sync)
     response = await admin.stop_mirror_topics(
         client, args.mirror, _names(entries), patterns=entries
     )
@@ -257,6 +275,29 @@ async def _resume(client: KafkaClient, args) -> int:
     topics = await _matching_mirror_topics(client, args.mirror, _entries(args.topics))
     response = await admin.resume_mirror_topics(client, args.mirror, topics)
     return _report("resume", args.mirror, _checked(response))
+
+
+async def _wait_for_sync(client: KafkaClient, mirror: str, entries: list[str], timeout_ms: int):
+    """D-31, the planned failover: wait until every partition of the topics to stop has lag 0
+    (the destination holds all the source has), or ``timeout_ms`` passes; then the stop goes
+    ahead either way, and a partition still behind is named on stderr."""
+    topics = set(await _matching_mirror_topics(client, mirror, entries))
+    behind: list[str] = []
+    with trio.move_on_after(timeout_ms / 1000):
+        while True:
+            response = _checked(await admin.describe_cluster_mirrors(client, [mirror]))
+            behind = [
+                f"{t.topic_name}-{p.partition_index} (lag {p.lag})"
+                for d in response.mirrors
+                for t in d.topics
+                if t.topic_name in topics
+                for p in t.partitions
+                if p.state in ("LOG_TRUNCATION", "MIRRORING", "EPOCH_FENCING") and p.lag != 0
+            ]
+            if not behind:
+                return
+            await trio.sleep(0.1)
+    print(f"Warning: not in sync after {timeout_ms} ms: {', '.join(behind)}", file=sys.stderr)
 
 
 async def _matching_mirror_topics(client: KafkaClient, mirror: str, entries: list[str]):
