@@ -62,6 +62,7 @@ from kcore.mirror.events import (
     OpCompleted,
     OpFailed,
     PersistedState,
+    RecoveryRequested,
     SourceFailed,
     StateLoaded,
     StoppedBeingLeader,
@@ -183,6 +184,19 @@ class MirrorManager:
         driver = self.drivers.get(tp)
         if driver is not None:
             driver.send(SourceFailed(ErrorCode.OFFSET_OUT_OF_RANGE, reason))
+
+    # -- the operator's manual recovery ------------------------------------------------------
+
+    def request_recovery(self, partitions) -> None:
+        """An accepted Start or Stop of FAILED partitions (D-13): their ``mirror.name`` may not
+        change, so the operation reaches their machines here. A partition another broker
+        leads is not reached from here yet (it keeps its automatic retries); logged."""
+        for tp in partitions:
+            driver = self.drivers.get(tp)
+            if driver is not None:
+                driver.send(RecoveryRequested())
+            else:
+                log.warning("manual recovery of %s-%d: not led by this broker", *tp)
 
     # -- Describe ---------------------------------------------------------------------------
 
