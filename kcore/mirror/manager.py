@@ -68,8 +68,7 @@ from kcore.mirror.events import (
     StoppedBeingLeader,
 )
 from kcore.mirror.machine import MachineConfig, MirrorPartitionMachine
-from kcore.mirror.read_only import PAUSED_SUFFIX, STOPPED_SUFFIX
-from kcore.mirror.state import MirrorPartitionState
+from kcore.mirror.state import MirrorPartitionState, parse_mirror_name
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import build_end_txn_marker_batch, build_mirror_pid_reset_batch
@@ -82,12 +81,7 @@ S = MirrorPartitionState
 
 def mirror_of(value: str | None) -> str | None:
     """The mirror a ``mirror.name`` value names, whatever its suffix (None for none)."""
-    if not value:
-        return None
-    for suffix in (STOPPED_SUFFIX, PAUSED_SUFFIX):
-        if value.endswith(suffix):
-            return value[: -len(suffix)]
-    return value
+    return parse_mirror_name(value)[0]
 
 
 class MirrorManager:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kcore.log.producer_state import AppendOrigin
+from kcore.mirror.state import MirrorMode, parse_mirror_name
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["MIRROR_WRITERS", "STOPPED_SUFFIX", "MirrorWriteGuard", "active_mirror"]
@@ -38,11 +39,8 @@ MIRROR_WRITERS = frozenset({AppendOrigin.MIRROR, AppendOrigin.REPLICATION})
 def active_mirror(mirror_name_config: str | None) -> str | None:
     """The mirror that keeps a topic read-only according to its ``mirror.name`` value: the
     mirror's name for ``<m>`` and ``<m>.paused``, None for no value, ``""`` or ``<m>.stopped``."""
-    if not mirror_name_config or mirror_name_config.endswith(STOPPED_SUFFIX):
-        return None
-    if mirror_name_config.endswith(PAUSED_SUFFIX):
-        return mirror_name_config[: -len(PAUSED_SUFFIX)]
-    return mirror_name_config
+    mirror, mode = parse_mirror_name(mirror_name_config)
+    return None if mode in (MirrorMode.NONE, MirrorMode.STOPPED) else mirror
 
 
 def topic_is_mirror_error(topic: str, mirror: str, what: str = "write to") -> KafkaError:
