@@ -404,6 +404,10 @@ class PartitionDriver:
         self.broker.replica_manager.notify(self.tp)
 
     async def _bump_epoch(self, min_leader_epoch: int) -> None:
+        hold_ms = self.broker.config.value("kcore.testing.mirror.stopping.hold.ms")
+        if hold_ms and self.machine.state is S.STOPPING:
+            # Testing only: a crash test's window inside STOPPING (LME persisted, not bumped).
+            await trio.sleep(hold_ms / 1000)
         partition = self.broker.replica_manager.partition_or_error(*self.tp)
         B = m.BumpLeaderEpochsRequest
         request = B(

@@ -315,6 +315,9 @@ _KEYS = [
     _k("kcore.testing.transaction.marker.hold.ms", _L, 0, _R0,
        "Testing only: the transaction coordinator's timer (markers, timeouts) starts this late.",
        kcore_only=True),
+    _k("kcore.testing.mirror.stopping.hold.ms", _L, 0, _R0,
+       "Testing only: STOPPING waits this long before its epoch bump (a crash test's window).",
+       kcore_only=True),
     _k("producer.id.expiration.ms", _I, 86400000, _R1, "Idle producer ids expire."),
     _k("producer.id.expiration.check.interval.ms", _I, 600000, _R1, "Producer id expiry period."),
     # -- cluster mirroring (spec §10.1, decisions D-08 and D-13; kcore-only until upstream)

@@ -19,10 +19,13 @@ from kcore.client.mirrors import (
     create_cluster_mirror,
     describe_cluster_mirrors,
     start_mirror_topics,
+    stop_mirror_topics,
 )
+from kcore.record.batch import RecordBatch
+from kcore.record.control import ControlRecordType, read_control_record
 from kcore.testing import ProcessCluster
 
-from .clusters import CLUSTER_CONFIG, wait_until
+from .clusters import CLUSTER_CONFIG, raw_batches, wait_until
 from .test_mirror_fetcher import _assert_identical_batches
 
 pytestmark = pytest.mark.timeout(300)
@@ -145,3 +148,88 @@ def test_mirroring_survives_kill_9_of_the_destination_and_a_source_restart(tmp_p
 async def _create_topic(client):
     response = await create_topics(client, [NewTopic(TOPIC, PARTITIONS, 1)])
     assert [t.error_code for t in response.topics] == [0]
+
+
+def _control_batches(cluster, p: int, end: int) -> list[tuple[int, int]]:
+    """(producer id, first record's control type) of every control batch of TOPIC-p."""
+    out = []
+    for raw in raw_batches(cluster, TOPIC, p, 0, end):
+        batch = RecordBatch(raw)
+        if batch.is_control:
+            out.append((batch.producer_id, read_control_record(batch).type))
+    return out
+
+
+def test_mirroring_kill_9_in_the_middle_of_stopping_completes_it_once_after_restart(tmp_path):
+    hold = {"kcore.testing.mirror.stopping.hold.ms": "600000"}
+    with (
+        ProcessCluster(tmp_path / "source", config=CLUSTER_CONFIG) as source,
+        ProcessCluster(tmp_path / "destination", config={**CLUSTER_CONFIG, **hold}) as destination,
+    ):
+        _admin(source, lambda c: _create_topic(c))
+        plain = Producer({"bootstrap.servers": source.bootstrap_servers})
+        for p in range(PARTITIONS):
+            plain.produce(TOPIC, b"plain", partition=p)
+        assert plain.flush(30) == 0
+        # Interleaved transactions on partition 0: A's records, then B's, then A's COMMIT.
+        # B stays open, so the source's LSO is B's first offset: A's records are mirrored but
+        # its COMMIT is not, and A is an ongoing transaction on the destination (D-19) that
+        # STOPPING must end with an ABORT marker (M-58).
+        a, b = (
+            Producer({"bootstrap.servers": source.bootstrap_servers, "transactional.id": t})
+            for t in ("a", "b")
+        )
+        for txn in (a, b):
+            txn.init_transactions(30)
+            txn.begin_transaction()
+        for i in range(5):
+            a.produce(TOPIC, f"a-{i}".encode(), partition=0)
+        a.flush(30)
+        for i in range(5):
+            b.produce(TOPIC, f"b-{i}".encode(), partition=0)
+        b.flush(30)
+        a.commit_transaction(30)
+        mirror = "dr"
+        created = _admin(
+            destination,
+            lambda c: create_cluster_mirror(
+                c, mirror, {"bootstrap.servers": source.bootstrap_servers}
+            ),
+        )
+        assert created.error_code == 0, created.error_message
+        started = _admin(destination, lambda c: start_mirror_topics(c, mirror, [TOPIC]))
+        assert [(t.name, t.error_code) for t in started.topics] == [(TOPIC, 0)]
+        # The open transaction's records are below the source's high watermark but above its
+        # LSO: the destination holds what is stable, the open records arrive with their marker.
+        _in_sync(source, destination, mirror)
+
+        stopped = _admin(destination, lambda c: stop_mirror_topics(c, mirror, [TOPIC]))
+        assert [(t.name, t.error_code) for t in stopped.topics] == [(TOPIC, 0)]
+        wait_until(
+            lambda: _states(destination, mirror) == dict.fromkeys(range(PARTITIONS), "STOPPING"),
+            60,
+            "STOPPING",
+        )
+        destination.node(1).kill(signal.SIGKILL)  # held before the epoch bump, LME persisted
+        del destination.node(1).props["kcore.testing.mirror.stopping.hold.ms"]
+        destination.node(1).start()
+        wait_until(
+            lambda: _states(destination, mirror) == dict.fromkeys(range(PARTITIONS), "STOPPED"),
+            60,
+            "STOPPED after the restart",
+        )
+        ends = _ends(destination)
+        assert _ends(destination, isolation_level=1) == ends  # LSO = HW: nothing left open
+        for p in range(PARTITIONS):
+            # One ABORT for A on partition 0 and one MIRROR_PID_RESET per partition: the
+            # sequence resumed after the crash did not append its records twice (D-15).
+            types = [t for _, t in _control_batches(destination, p, ends[p])]
+            assert types == (
+                [ControlRecordType.ABORT, ControlRecordType.MIRROR_PID_RESET]
+                if p == 0
+                else [ControlRecordType.MIRROR_PID_RESET]
+            )
+        writer = Producer({"bootstrap.servers": destination.bootstrap_servers})
+        writer.produce(TOPIC, b"after", partition=0)
+        assert writer.flush(30) == 0
+        b.abort_transaction(30)
