@@ -28,7 +28,14 @@ from kcore.protocol.errors import ErrorCode
 from kcore.testing import EmbeddedCluster
 
 from .clusters import CLUSTER_CONFIG, partition, topic_id, wait_until
-from .test_mirror_fetcher import PARTITIONS, _assert_identical_batches, _name, _read_committed
+from .test_mirror_fetcher import (
+    PARTITIONS,
+    _assert_identical_batches,
+    _bump_epoch,
+    _name,
+    _produce,
+    _read_committed,
+)
 from .test_mirror_fetcher import _write_source as write_every_kind_of_batch
 
 pytestmark = pytest.mark.timeout(300)
@@ -169,3 +176,32 @@ def test_mirroring_copies_refuses_local_writes_fails_over_and_fails_back(cluster
     records = _read_committed(source, topic)
     assert records == _read_committed(destination, topic)
     assert not any(r[3].startswith(b"open-") for r in records if r[3])
+
+
+def test_mirroring_follows_a_source_leader_epoch_bump_through_epoch_fencing(clusters):
+    # D-11: batches of a newer source epoch wait until the destination's own epoch covers
+    # them (EPOCH_FENCING: BumpLeaderEpochs), then mirroring goes on with the epochs kept.
+    source, destination = clusters
+    topic = _name("epochs")
+    source.create_topic(topic, partitions=PARTITIONS)
+    mirror = _name("dr")
+    created = _admin(
+        destination,
+        lambda c: create_cluster_mirror(c, mirror, {"bootstrap.servers": source.bootstrap_servers}),
+    )
+    assert created.error_code == 0
+    assert (
+        _admin(destination, lambda c: start_mirror_topics(c, mirror, [topic])).topics[0].error_code
+        == 0
+    )
+    _wait_state(destination, mirror, topic, "MIRRORING")
+    for p in range(PARTITIONS):
+        _produce(source, topic, [b"before-%d" % i for i in range(5)], index=p)
+    new_epoch = _bump_epoch(source, topic, 0, min_epoch=7)
+    _produce(source, topic, [b"after-%d" % i for i in range(5)], index=0)
+    end = partition(source, topic, 0).log_end_offset
+    wait_until(lambda: partition(destination, topic, 0).log_end_offset == end, 60, "caught up")
+    _wait_state(destination, mirror, topic, "MIRRORING")
+    assert partition(destination, topic, 0).leader_epoch >= new_epoch  # the bump (D-10)
+    assert partition(destination, topic, 0).latest_epoch == new_epoch  # the source's, kept
+    _assert_identical_batches(source, destination, topic, 0, end)
