@@ -104,7 +104,7 @@ class MirrorManager:
             task_status.started()
             self.reconcile()
             try:
-                await trio.sleep_forever()
+                await self._watch_sources()
             finally:
                 self._nursery = None
                 for driver in self.drivers.values():
@@ -113,6 +113,30 @@ class MirrorManager:
 
     def now_ms(self) -> int:
         return self.broker.clock.wall_ms()
+
+    async def _watch_sources(self) -> None:
+        """A partition whose source leader cannot be reached for
+        ``mirror.source.unavailable.timeout.ms`` is failed, with why (the fetcher itself
+        keeps looking for the leader; its state machine then runs D-13's retries)."""
+        timeout_s = self.broker.config.value("mirror.source.unavailable.timeout.ms") / 1000
+        while True:
+            await trio.sleep(min(1.0, timeout_s / 4))
+            now = trio.current_time()
+            for tp, driver in list(self.drivers.items()):
+                fetcher = self.broker.mirror_fetchers.get(driver.mirror)
+                down = (
+                    None
+                    if fetcher is None or not driver._fetching
+                    else fetcher.manager.unreachable(tp)
+                )
+                if down is not None and now - down[0] >= timeout_s:
+                    driver.send(
+                        SourceFailed(
+                            ErrorCode.MIRROR_SOURCE_UNAVAILABLE,
+                            f"the source leader of {tp[0]}-{tp[1]} was unreachable for "
+                            f"{now - down[0]:.0f} s: {down[1]}",
+                        )
+                    )
 
     # -- what the metadata says -------------------------------------------------------------
 

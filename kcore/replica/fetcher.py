@@ -324,6 +324,8 @@ class FetcherManager:
         self.fetchers: dict[tuple[int, int], FetcherTask] = {}
         self._placement: dict[TopicPartition, tuple[int, int]] = {}
         self._relocating: dict[TopicPartition, InitialFetchState] = {}
+        # Partitions whose leader cannot be found: since when (Trio's clock) and why.
+        self._unreachable: dict[TopicPartition, tuple[float, str]] = {}
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -342,6 +344,7 @@ class FetcherManager:
         fetched is moved to the new leader / offset)."""
         for tp, state in partitions.items():
             self._relocating.pop(tp, None)
+            self._unreachable.pop(tp, None)
             self._remove(tp)
             key = (state.leader_id, fetcher_number(tp, self.num_fetchers))
             fetcher = self.fetchers.get(key)
@@ -357,6 +360,7 @@ class FetcherManager:
         out = {}
         for tp in tps:
             self._relocating.pop(tp, None)
+            self._unreachable.pop(tp, None)
             offset = self._remove(tp)
             if offset is not None:
                 out[tp] = offset
@@ -378,6 +382,13 @@ class FetcherManager:
     @property
     def partitions(self) -> set[TopicPartition]:
         return set(self._placement) | set(self._relocating)
+
+    def unreachable(self, tp: TopicPartition) -> tuple[float, str] | None:
+        """``(since, last error)`` while no leader of ``tp`` can be reached (``since`` on
+        Trio's clock), None while it is fetched or its leader is known."""
+        if tp not in self._relocating:
+            return None
+        return self._unreachable.get(tp)
 
     async def aclose(self) -> None:
         for fetcher in self.fetchers.values():
@@ -442,7 +453,10 @@ class FetcherManager:
                 raise
             except Exception as e:
                 log.info("%s: no leader for %s-%d yet: %s", self.name, *tp, e)
+                since = self._unreachable.get(tp, (trio.current_time(), ""))[0]
+                self._unreachable[tp] = (since, str(e))
             else:
+                self._unreachable.pop(tp, None)
                 if self._relocating.get(tp) is not initial:
                     return  # removed or re-added meanwhile
                 del self._relocating[tp]

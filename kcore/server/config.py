@@ -339,6 +339,9 @@ _KEYS = [
        "LOG_TRUNCATION waits for all replicas instead of the ISR (M-38).", kcore_only=True),
     _k("mirror.failed.retry.backoff.ms", _L, 5000, _R0,
        "First retry delay of a FAILED partition, doubling to 5 minutes (D-13).", kcore_only=True),
+    _k("mirror.source.unavailable.timeout.ms", _L, 60000, _R1,
+       "A mirror partition whose source leader cannot be reached this long goes FAILED.",
+       kcore_only=True),
     _k("mirror.failed.max.retries", _I, 5, _R0,
        "Automatic retries before a partition stays FAILED (D-13).", kcore_only=True),
 ]  # fmt: skip

@@ -62,3 +62,32 @@ def test_mirroring_failed_partition_keeps_its_reason_and_start_recovers_it():
         dr.wait_in_sync()
         assert dest.log_end_offset == 3
         assert dr.describe()[("ledger", 0)].failed_reason is None
+
+
+def test_mirroring_unreachable_source_fails_with_the_reason_and_start_recovers_it():
+    config = {"mirror.failed.max.retries": "0", "mirror.source.unavailable.timeout.ms": "1000"}
+    with MirroredClusters(destination_config=config) as dr:
+        dr.source.create_topic("ledger")
+        dr.mirror_topics("ledger")
+        _produce(dr.source, "ledger", [b"entry-%d" % i for i in range(5)])
+        dr.wait_in_sync()
+
+        dr.source.stop()  # the source's data centre goes dark
+        wait_until(lambda: _state(dr) == "FAILED", 60, "FAILED")
+        failed = dr.describe()[("ledger", 0)]
+        assert failed.failed_reason.startswith("MIRROR_SOURCE_UNAVAILABLE: ")
+        assert "unreachable" in failed.failed_reason
+        # Still read-only: a FAILED partition is not failed over (D-13).
+        producer = Producer({"bootstrap.servers": dr.destination.bootstrap_servers, "retries": 0})
+        errors = []
+        producer.produce("ledger", b"x", partition=0, on_delivery=lambda e, m: errors.append(e))
+        producer.flush(30)
+        assert [e.code() for e in errors] == [157]  # TOPIC_IS_MIRROR
+
+        dr.source.start()  # back, on the same ports and data
+        _produce(dr.source, "ledger", [b"late-%d" % i for i in range(3)])
+        assert dr.mirror_topics("ledger") == ["ledger"]  # the operator's Start recovers it
+        dr.wait_in_sync()
+        dest = dr.destination.broker.replica_manager.partitions[("ledger", 0)]
+        assert dest.log_end_offset == 8
+        assert dr.describe()[("ledger", 0)].failed_reason is None

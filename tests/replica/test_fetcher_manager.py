@@ -213,3 +213,38 @@ async def test_fetcher_manager_unreachable_leader_backs_off_and_retries():
 def test_fetcher_manager_refuses_zero_fetchers():
     with pytest.raises(ValueError, match="at least 1"):
         _manager(Cluster({}, {}), Handler(), num_fetchers=0)
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_manager_reports_since_when_a_leader_is_unreachable():
+    tp = ("a", 0)
+    cluster = Cluster({tp: 1}, {tp: 3})
+    handler = Handler()
+
+    class Down(Locator):
+        down = True
+
+        async def find_leader(self, tp, *, refresh):
+            if self.down:
+                raise OSError("no broker reachable")
+            return await super().find_leader(tp, refresh=refresh)
+
+    async with trio.open_nursery() as nursery:
+        manager = _manager(cluster, handler)
+        manager.locator = locator = Down(cluster)
+        manager = await nursery.start(manager.run)
+        manager.add_fetcher_for_partitions({tp: InitialFetchState(TID, 1, 0, 0)})
+        await _until(lambda: handler.ends.get(tp) == 3)
+        assert manager.unreachable(tp) is None
+        cluster.leaders[tp] = 2  # the leader moves while no broker can be reached
+        start = trio.current_time()
+        await _until(lambda: manager.unreachable(tp) is not None)
+        since, error = manager.unreachable(tp)
+        assert start <= since <= trio.current_time() and error == "no broker reachable"
+        await trio.sleep(5)
+        assert manager.unreachable(tp)[0] == since  # the outage's start, not the last try
+        locator.down = False
+        cluster.ends[tp] = 4
+        await _until(lambda: handler.ends.get(tp) == 4)
+        assert manager.unreachable(tp) is None
+        nursery.cancel_scope.cancel()
