@@ -95,6 +95,8 @@ class MirrorManager:
             failed_max_retries=broker.config.value("mirror.failed.max.retries"),
         )
         self._nursery: trio.Nursery | None = None
+        # The configs each running fetcher manager was opened with (M-68).
+        self._connected_with: dict[str, dict[str, str]] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -158,6 +160,7 @@ class MirrorManager:
                 wanted[tp] = value
         for tp in [tp for tp in self.drivers if tp not in wanted]:
             self.drivers.pop(tp).stop_leading()
+        self._reconnect_changed_mirrors(mirrors)
         for tp, value in wanted.items():
             partition = replicas.partitions[tp]
             driver = self.drivers.get(tp)
@@ -175,6 +178,24 @@ class MirrorManager:
 
     # -- the mirror's connections and fetchers ----------------------------------------------
 
+    def _reconnect_changed_mirrors(self, mirrors) -> None:
+        """M-68: any change of a mirror's configs reconnects it to the source with the new
+        settings: its fetcher manager (connections included) is closed and the partitions that
+        were fetching are added to a new one."""
+        for name in list(self.broker.mirror_fetchers):
+            image = mirrors.mirror(name)
+            configs = None if image is None else dict(image.configs)
+            if self._connected_with.get(name) in (None, configs):
+                continue
+            log.info("mirror %s: configs changed, reconnecting to the source", name)
+            self.broker.stop_mirror_fetcher(name)
+            self._connected_with.pop(name, None)
+            for driver in self.drivers.values():
+                if driver.mirror == name and driver._fetching:
+                    driver._fetching = False
+                    if image is not None:
+                        driver._spawn(None, driver._add_fetcher)
+
     def mirror_configs(self, mirror: str) -> dict[str, str]:
         image = mirrors_image(self.broker.metadata_image).mirror(mirror)
         if image is None:
@@ -184,12 +205,14 @@ class MirrorManager:
     async def fetcher(self, mirror: str):
         """The mirror's fetcher manager on this broker (started on first use)."""
         configs = self.mirror_configs(mirror)
-        return await self.broker.start_mirror_fetcher(
+        fetcher = await self.broker.start_mirror_fetcher(
             mirror,
             configs[mc.BOOTSTRAP_SERVERS],
             listener=self,
             client_options=mc.client_settings(configs),
         )
+        self._connected_with.setdefault(mirror, configs)
+        return fetcher
 
     # -- MirrorFetchListener ----------------------------------------------------------------
 

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Producer
 
 from kcore.client.mirrors import pause_mirror_topics, resume_mirror_topics
-from kcore.testing import MirroredClusters
+from kcore.protocol import messages as m
+from kcore.testing import MirroredClusters, free_port
 
 from .clusters import wait_until
 from .test_mirror_fetcher import _inject
@@ -91,3 +92,46 @@ def test_mirroring_unreachable_source_fails_with_the_reason_and_start_recovers_i
         dest = dr.destination.broker.replica_manager.partitions[("ledger", 0)]
         assert dest.log_end_offset == 8
         assert dr.describe()[("ledger", 0)].failed_reason is None
+
+
+def _alter_mirror(dr, *ops) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of ``(key, operation, value)`` on the mirror (CLUSTER_MIRROR)."""
+    A = m.IncrementalAlterConfigsRequest
+    request = A(
+        resources=[
+            A.AlterConfigsResource(
+                resource_type=64,
+                resource_name=dr.mirror,
+                configs=[A.AlterableConfig(name=k, config_operation=o, value=v) for k, o, v in ops],
+            )
+        ]
+    )
+    response = dr._admin(dr.destination, lambda c: c.request("any", request))
+    return response.responses[0].error_code, response.responses[0].error_message
+
+
+def test_mirroring_reconnects_with_altered_configs(tmp_path):
+    # M-68: a config change reconnects the mirror with the new settings. Pointed at an address
+    # where nothing listens, its partitions fail as unreachable; pointed back, Start recovers.
+    config = {"mirror.failed.max.retries": "0", "mirror.source.unavailable.timeout.ms": "1000"}
+    with MirroredClusters(destination_config=config) as dr:
+        dr.source.create_topic("ledger")
+        dr.mirror_topics("ledger")
+        _produce(dr.source, "ledger", [b"entry-%d" % i for i in range(5)])
+        dr.wait_in_sync()
+        SET, DELETE = 0, 1
+        nowhere = f"127.0.0.1:{free_port()}"
+        assert _alter_mirror(
+            dr, ("bootstrap.servers", SET, nowhere), ("mirror.source.cluster.id", DELETE, None)
+        ) == (0, None)
+        wait_until(lambda: _state(dr) == "FAILED", 60, "FAILED")
+        assert nowhere in dr.describe()[("ledger", 0)].failed_reason
+
+        assert _alter_mirror(dr, ("bootstrap.servers", SET, dr.source.bootstrap_servers)) == (
+            0,
+            None,
+        )
+        _produce(dr.source, "ledger", [b"late"])
+        assert dr.mirror_topics("ledger") == ["ledger"]
+        dr.wait_in_sync()
+        assert dr.destination.broker.replica_manager.partitions[("ledger", 0)].log_end_offset == 6
