@@ -88,9 +88,11 @@ bench-group: $(STAMP)
 bench-txn: $(STAMP)
 	$(PY) bench/txn_bench.py
 
-# Cluster mirroring (quick form): one destination copying a source backlog; MB/s, CPU per MB.
+# Cluster mirroring: the quick form (one destination copying a source backlog), then the mirror
+# against a MirrorMaker-style relay between two clusters of real processes, and --stop timing.
 bench-mirror: $(STAMP)
 	$(PY) bench/mirror_bench.py
+	$(PY) bench/mirror_relay_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info mutants
