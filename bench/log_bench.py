@@ -73,7 +73,8 @@ from crc32c import crc32c  # noqa: E402
 from kcore.log.config import LogConfig  # noqa: E402
 from kcore.log.file_records import FileRecords  # noqa: E402
 from kcore.log.log_loader import create_log, load_log  # noqa: E402
-from kcore.log.partition_log import FetchIsolation, PartitionLog  # noqa: E402
+from kcore.log.log_reads import FetchIsolation  # noqa: E402
+from kcore.log.partition_log import PartitionLog  # noqa: E402
 from kcore.log.segment import LogSegment  # noqa: E402
 from kcore.record import RecordBatch, RecordBatchBuilder  # noqa: E402
 

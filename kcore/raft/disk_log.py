@@ -59,7 +59,8 @@ from pathlib import Path
 
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import load_log
-from kcore.log.partition_log import FetchIsolation, PartitionLog
+from kcore.log.log_reads import FetchIsolation
+from kcore.log.partition_log import PartitionLog
 from kcore.raft.log import LogEntry, OffsetAndEpoch, RaftRecord
 from kcore.raft.records import decode_entries, encode_entries
 from kcore.record import iter_batches

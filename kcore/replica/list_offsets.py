@@ -6,7 +6,8 @@ fetch_offset_for_timestamp` is the way in.
 
 from __future__ import annotations
 
-from kcore.log.partition_log import FetchIsolation, PartitionLog
+from kcore.log.log_reads import FetchIsolation
+from kcore.log.partition_log import PartitionLog
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import RecordBatch
 

@@ -29,13 +29,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kcore.log.partition_log import (
-    FetchDataInfo,
-    FetchIsolation,
-    FollowerHeader,
-    LogAppendInfo,
-    PartitionLog,
-)
+from kcore.log.log_reads import FetchDataInfo, FetchIsolation
+from kcore.log.partition_log import FollowerHeader, LogAppendInfo, PartitionLog
 from kcore.log.producer_state import AppendOrigin, ProducerStateManager
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.list_offsets import fetch_offset_for_timestamp

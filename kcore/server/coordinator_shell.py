@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import trio
 
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.record.batch import RecordBatch, iter_batches
 from kcore.record.records import RecordBatchBuilder

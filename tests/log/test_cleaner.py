@@ -12,7 +12,7 @@ from kcore.log.cleaner import CleanerConfig, LogCleaner
 from kcore.log.cleaner_output import complete_interrupted_swaps
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.record import (
     CompressionType,

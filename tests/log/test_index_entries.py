@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.record import RecordBatchBuilder
 from kcore.testing import EmbeddedCluster
 

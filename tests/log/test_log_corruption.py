@@ -23,7 +23,8 @@ import pytest
 from kcore.log import files
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
-from kcore.log.partition_log import FetchIsolation, PartitionLog
+from kcore.log.log_reads import FetchIsolation
+from kcore.log.partition_log import PartitionLog
 from kcore.log.producer_state import AppendOrigin
 from kcore.record import (
     RecordBatch,

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from kcore.log.log_loader import load_log
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.record import RecordBatch, iter_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

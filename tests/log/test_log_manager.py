@@ -21,7 +21,7 @@ from kcore.log.config import LogConfig
 from kcore.log.errors import LogError
 from kcore.log.log_dirs import MetaProperties, read_partition_metadata
 from kcore.log.log_manager import LogManager
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.segment import LogSegment
 from kcore.record import RecordBatch, RecordBatchBuilder, iter_batches
 

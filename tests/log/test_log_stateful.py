@@ -46,7 +46,8 @@ from hypothesis.stateful import (
 
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
-from kcore.log.partition_log import FetchIsolation, PartitionLog
+from kcore.log.log_reads import FetchIsolation
+from kcore.log.partition_log import PartitionLog
 from kcore.log.producer_state import AppendOrigin
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record import (

@@ -7,7 +7,7 @@ import pytest
 
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log, load_log
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record import (

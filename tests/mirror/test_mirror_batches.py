@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kcore.log.config import LogConfig
 from kcore.log.log_loader import create_log
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.mirror.batches import prepare_mirrored_batches
 from kcore.record.batch import (

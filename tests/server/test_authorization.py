@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from kcore.client.cluster import KafkaClient
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.metadata.acls import AclOperation as Op
 from kcore.metadata.acls import ResourceType as Rt
 from kcore.protocol import messages as m

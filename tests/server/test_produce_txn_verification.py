@@ -17,7 +17,7 @@ import trio
 
 from kcore.client.connection import BrokerConnection
 from kcore.client.errors import ConnectionFailed
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.log.producer_state import AppendOrigin
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError

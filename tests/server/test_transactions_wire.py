@@ -17,7 +17,7 @@ import trio
 
 from kcore.client.cluster import KafkaClient
 from kcore.coordinator.transaction import MarkerRequest
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.record import RecordBatchBuilder, iter_batches

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from kcore.client.cluster import KafkaClient
-from kcore.log.partition_log import FetchIsolation
+from kcore.log.log_reads import FetchIsolation
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.record import iter_batches
