@@ -68,21 +68,18 @@ class UnknownMirrorStates:
 
 @dataclass(frozen=True, slots=True)
 class MirrorPartitionStats:
-    """What DescribeClusterMirrors reports for one partition besides its state (-1: unknown).
+    """This broker's numbers of one mirror partition for DescribeClusterMirrors (-1: unknown);
+    its state, LME, retries and FAILED reason come from the coordinator's record.
 
     ``source_offset`` is the source leader's high watermark and ``source_lso`` its last stable
     offset (D-19); ``destination_offset`` the local log end offset; ``last_fetch_age_ms`` the
-    age of the last successful fetch; ``retry_count`` the FAILED retries (D-13) and
-    ``failed_reason`` why it failed.
+    age of the last successful fetch.
     """
 
     source_offset: int = -1
     source_lso: int = -1
     destination_offset: int = -1
     last_fetch_age_ms: int = -1
-    retry_count: int = -1
-    failed_reason: str | None = None
-    last_mirror_epoch: int = -1
 
     @property
     def lag(self) -> int:
