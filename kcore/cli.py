@@ -33,6 +33,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "create cluster mirrors and manage mirror topics (kafka-cluster-mirrors.sh)",
     ),
+    "console-producer": (
+        "console_producer",
+        "main",
+        "send the lines of standard input as records (kafka-console-producer.sh)",
+    ),
+    "console-consumer": (
+        "console_consumer",
+        "main",
+        "print the records of a topic on standard output (kafka-console-consumer.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }
