@@ -64,7 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        if args.command is not None:
+            mod = importlib.import_module(f"kcore.commands.{COMMANDS[args.command][0]}")
+            if getattr(mod, "ONE_LINE_ERRORS", False):  # the tool's bad flags: one line
+                print(f"kcore {args.command}: error: {message} (see --help)", file=sys.stderr)
+                return 2
+        parser.error(message)
     if args.command is None:
         parser.print_help()
         return 2

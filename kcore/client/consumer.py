@@ -462,11 +462,16 @@ async def open_consumer(client: KafkaClient, config: ConsumerConfig) -> AsyncIte
     cancelled) it is closed — committed and out of its group — under a shield bounded by the
     request timeout."""
     consumer = Consumer(client, config)
+    error: Exception | None = None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consumer.heartbeat_loop)
         try:
             yield consumer
+        except Exception as e:  # raised below, not wrapped in the nursery's ExceptionGroup
+            error = e
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(client.request_timeout or 30):
                 await consumer.close()
             nursery.cancel_scope.cancel()
+    if error is not None:
+        raise error

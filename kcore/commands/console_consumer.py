@@ -65,6 +65,8 @@ _FORMATTER_PROPS = (
     "header.deserializer=<header.deserializer>"
 )
 
+ONE_LINE_ERRORS = True  # a bad flag is reported on one line (kcore.cli)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     one_line_errors(parser)
@@ -336,33 +338,50 @@ async def _consume(
     timeout = (
         args.timeout_ms / 1000 if args.timeout_ms is not None and args.timeout_ms >= 0 else None
     )
-    async with open_consumer(client, config) as consumer, trio.open_nursery() as nursery:
-        nursery.start_soon(cancel_on_signal, nursery.cancel_scope, caught)
-        await _start(consumer, args, offset)
-        started = time.monotonic()
-        while limit < 0 or counter[0] < limit:
-            want = None if limit < 0 else limit - counter[0]
-            records = await consumer.poll(
-                timeout if timeout is not None else 3600.0, max_records=want
-            )
-            if not records:
-                if timeout is not None and time.monotonic() - started >= timeout:
-                    print(
-                        "Error processing message, terminating consumer process: "
-                        f"TimeoutException: no message for {args.timeout_ms} ms",
-                        file=sys.stderr,
-                    )
-                    break
-                continue
+    errors: list[Exception] = []
+    async with open_consumer(client, config) as consumer:
+        async with trio.open_nursery() as nursery:  # noqa: SIM117 (errors must leave it first)
+            nursery.start_soon(cancel_on_signal, nursery.cancel_scope, caught)
             try:
-                counter[0] += _write(records, formatter, args.skip_message_on_error)
-            except _Stop:
-                for r in records:  # not printed: not committed either
-                    if consumer.position((r.topic, r.partition)) > r.offset:
-                        consumer.seek((r.topic, r.partition), r.offset)
+                await _consume_loop(consumer, args, offset, formatter, counter, limit, timeout)
+            except Exception as e:  # raised below, not in the nursery's ExceptionGroup
+                errors.append(e)
+            nursery.cancel_scope.cancel()
+        if errors:
+            raise errors[0]
+
+
+async def _consume_loop(
+    consumer: Consumer,
+    args: argparse.Namespace,
+    offset: int,
+    formatter: Formatter,
+    counter: list[int],
+    limit: int,
+    timeout: float | None,
+) -> None:
+    await _start(consumer, args, offset)
+    started = time.monotonic()
+    while limit < 0 or counter[0] < limit:
+        want = None if limit < 0 else limit - counter[0]
+        records = await consumer.poll(timeout if timeout is not None else 3600.0, max_records=want)
+        if not records:
+            if timeout is not None and time.monotonic() - started >= timeout:
+                print(
+                    "Error processing message, terminating consumer process: "
+                    f"TimeoutException: no message for {args.timeout_ms} ms",
+                    file=sys.stderr,
+                )
                 break
-            started = time.monotonic()
-        nursery.cancel_scope.cancel()
+            continue
+        try:
+            counter[0] += _write(records, formatter, args.skip_message_on_error)
+        except _Stop:
+            for r in records:  # not printed: not committed either
+                if consumer.position((r.topic, r.partition)) > r.offset:
+                    consumer.seek((r.topic, r.partition), r.offset)
+            break
+        started = time.monotonic()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -52,6 +52,8 @@ from kcore.record import Header
 READERS = ("org.apache.kafka.tools.LineMessageReader", "kafka.tools.LineMessageReader")
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
+ONE_LINE_ERRORS = True  # a bad flag is reported on one line (kcore.cli)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     one_line_errors(parser)
@@ -477,15 +479,23 @@ def main(args: argparse.Namespace) -> int:
         ) as client:
             producer = Producer(client, config)
             status = 0
+            errors: list[Exception] = []
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(cancel_on_signal, nursery.cancel_scope, caught)
                 try:
                     status = await _produce(args, producer, reader)
+                except Exception as e:  # raised below, not in the nursery's ExceptionGroup
+                    errors.append(e)
                 finally:
                     # Whatever was read is sent, also after Ctrl-C or a bad line.
                     with trio.CancelScope(shield=True):
-                        await producer.flush()
+                        try:
+                            await producer.flush()
+                        except Exception as e:
+                            errors.append(e)
                 nursery.cancel_scope.cancel()
+            if errors:
+                raise errors[0]
             return status
 
     try:
