@@ -252,17 +252,11 @@ class ClassicGroupMember:
         # The answer comes when the generation is complete: up to the rebalance timeout.
         timeout = self.rebalance_timeout_ms / 1000 + (self.client.request_timeout or 30)
         response = await self._request(_JOIN_KEY, build, timeout=timeout)
-        code = response.error_code
-        if code == ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: join again with the given id
+        if response.error_code == ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: again, with this id
             self.member_id = response.member_id
             return None
-        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self._reset()
+        if not self._generation_ok(response.error_code, "JoinGroup"):
             return None
-        if code == ErrorCode.REBALANCE_IN_PROGRESS:
-            return None
-        if code:
-            raise KafkaError(code, f"JoinGroup of group {self.group_id}")
         self.member_id = response.member_id
         self.generation = response.generation_id
         self.leader = response.leader
@@ -290,14 +284,8 @@ class ClassicGroupMember:
 
         timeout = self.rebalance_timeout_ms / 1000 + (self.client.request_timeout or 30)
         response = await self._request(_SYNC_KEY, build, timeout=timeout)
-        code = response.error_code
-        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self._reset()
+        if not self._generation_ok(response.error_code, "SyncGroup"):
             return None
-        if code == ErrorCode.REBALANCE_IN_PROGRESS:
-            return None
-        if code:
-            raise KafkaError(code, f"SyncGroup of group {self.group_id}")
         return decode_assignment(response.assignment)
 
     async def _assign(self, members: list[Any]) -> dict[str, dict[str, list[int]]]:
@@ -306,6 +294,18 @@ class ClassicGroupMember:
         topics = sorted({t for ts in subscriptions.values() for t in ts})
         counts = await self._partition_counts(topics)
         return range_assign(subscriptions, counts, instances)
+
+    def _generation_ok(self, code: int, what: str) -> bool:
+        """Whether a JoinGroup/SyncGroup answer is a success; False when the member must join
+        again (as a new member after UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION); raises the rest."""
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            self._reset()
+            return False
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            return False
+        if code:
+            raise KafkaError(code, f"{what} of group {self.group_id}")
+        return True
 
     def _reset(self) -> None:
         self.member_id = ""

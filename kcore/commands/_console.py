@@ -14,11 +14,11 @@ import argparse
 import signal
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import trio
 
-from kcore.client.cluster import parse_bootstrap_servers
+from kcore.client.cluster import KafkaClient, parse_bootstrap_servers
 from kcore.properties import MalformedPropertiesError, load_properties
 
 SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -90,3 +90,14 @@ async def cancel_on_signal(scope: trio.CancelScope, caught: list[int]) -> None:
             caught.append(signum)
             scope.cancel()
             return
+
+
+def client_for(config: Any) -> KafkaClient:
+    """A KafkaClient with a producer's or consumer's ``bootstrap.servers``, ``client.id``,
+    ``request.timeout.ms`` and ``retry.backoff.ms``."""
+    return KafkaClient(
+        config.bootstrap_servers,
+        client_id=config.client_id,
+        request_timeout=config.request_timeout_ms / 1000,
+        retry_backoff=config.retry_backoff_ms / 1000,
+    )

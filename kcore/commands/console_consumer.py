@@ -42,6 +42,7 @@ from kcore.commands._console import (
     UsageError,
     cancel_on_signal,
     check_bootstrap,
+    client_for,
     load_config_files,
     load_file,
     one_line_errors,
@@ -402,12 +403,7 @@ def main(args: argparse.Namespace) -> int:
     caught: list[int] = []
 
     async def run() -> None:
-        async with KafkaClient(
-            config.bootstrap_servers,
-            client_id=config.client_id,
-            request_timeout=config.request_timeout_ms / 1000,
-            retry_backoff=config.retry_backoff_ms / 1000,
-        ) as client:
+        async with client_for(config) as client:
             await _check_topic(client, args)
             await _consume(client, config, args, offset, formatter, counter, caught)
 

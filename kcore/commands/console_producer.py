@@ -33,7 +33,6 @@ from dataclasses import dataclass
 import trio
 
 from kcore.client.client_configs import ConfigError, producer_config
-from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
 from kcore.client.producer import Delivery, Producer
 from kcore.commands._console import (
@@ -41,6 +40,7 @@ from kcore.commands._console import (
     UsageError,
     cancel_on_signal,
     check_bootstrap,
+    client_for,
     load_config_files,
     load_file,
     one_line_errors,
@@ -471,12 +471,7 @@ def main(args: argparse.Namespace) -> int:
     caught: list[int] = []
 
     async def run() -> int:
-        async with KafkaClient(
-            config.bootstrap_servers,
-            client_id=config.client_id,
-            request_timeout=config.request_timeout_ms / 1000,
-            retry_backoff=config.retry_backoff_ms / 1000,
-        ) as client:
+        async with client_for(config) as client:
             producer = Producer(client, config)
             status = 0
             errors: list[Exception] = []
