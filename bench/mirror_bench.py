@@ -19,6 +19,7 @@ This is the quick number of issue #13; ``bench/mirror_relay_bench.py`` (also run
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import subprocess
 import sys
@@ -95,6 +96,16 @@ async def fill(bootstrap: str, topic: str, batches: dict[int, list[bytes]]) -> t
         return total, client.topic_id(topic)
 
 
+def _on_broker_thread(function):
+    """A coroutine function that calls ``function`` on the broker's thread (cProfile profiles
+    only the thread that enabled it)."""
+
+    async def call():
+        function()
+
+    return call
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
@@ -102,6 +113,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--codec", choices=["none", "lz4"], default="none")
     parser.add_argument("--batch-records", type=int, default=64)
+    parser.add_argument(
+        "--profile", metavar="FILE", help="cProfile the destination's broker thread over the copy"
+    )
     args = parser.parse_args()
 
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -123,6 +137,9 @@ def main() -> None:
                 return manager
 
             manager = dest._call(start)
+            profiler = cProfile.Profile() if args.profile else None
+            if profiler is not None:
+                dest._call(_on_broker_thread(profiler.enable))
             cpu_src, cpu_dst, t0 = cpu_seconds(source.pid), time.process_time(), time.monotonic()
 
             async def add():
@@ -137,6 +154,9 @@ def main() -> None:
             elapsed = time.monotonic() - t0
             cpu_dst = time.process_time() - cpu_dst
             cpu_src = cpu_seconds(source.pid) - cpu_src
+            if profiler is not None:
+                dest._call(_on_broker_thread(profiler.disable))
+                profiler.dump_stats(args.profile)
         mb = total / 1e6
         print(
             f"mirrored {args.records:,} x {args.size} B records ({args.codec}, "

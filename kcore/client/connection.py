@@ -185,6 +185,16 @@ class ConnectionCore:
         self._check()
         self._decoder.receive_data(data)
 
+    def receive_buffer(self) -> memoryview | None:
+        """Where the socket's next bytes may go directly (a large response being received), or
+        ``None``: then read and call :meth:`receive_data`. See ``FrameDecoder.receive_buffer``."""
+        self._check()
+        return self._decoder.receive_buffer()
+
+    def advance(self, n: int) -> None:
+        """``n`` bytes were received into the last :meth:`receive_buffer`."""
+        self._decoder.advance(n)
+
     def next_response(self) -> tuple[InFlight, Message] | None:
         """The next complete response and the request it answers, or ``None`` for now.
 
@@ -534,18 +544,30 @@ class BrokerConnection:
 
     async def _read_until(self, pending: _Pending) -> None:
         core = self._core
+        # A plain TCP stream lets a large response be received in place (one copy, the
+        # kernel's); a wrapped one (TLS) goes through receive_some.
+        sock = getattr(self._stream, "socket", None)
         while not pending.done:
             try:
-                want = min(max(core.bytes_wanted(), _RECV_MIN), _RECV_MAX)
-                data = await self._stream.receive_some(want)
+                target = None if sock is None else core.receive_buffer()
+                if target is not None:
+                    n = await sock.recv_into(target)
+                    data = None
+                else:
+                    want = min(max(core.bytes_wanted(), _RECV_MIN), _RECV_MAX)
+                    data = await self._stream.receive_some(want)
+                    n = len(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                 await self._fail(ConnectionLost(f"connection to {self.address} broke: {e}"))
                 return
-            if not data:
+            if not n:
                 await self._fail(ConnectionLost(f"{self.address} closed the connection"))
                 return
             try:
-                core.receive_data(data)
+                if data is None:
+                    core.advance(n)
+                else:
+                    core.receive_data(data)
                 while (got := core.next_response()) is not None:
                     entry, body = got
                     p = self._pending.pop(entry.correlation_id, None)

@@ -82,6 +82,16 @@ _IOV_MAX = 1024  # Linux's limit on the buffers of one writev
 _connection_ids = itertools.count(1)
 
 
+def _reader(fd: int, want: int):
+    """A read of up to ``want`` bytes (raises BlockingIOError when there are none yet)."""
+    return lambda: os.read(fd, want)
+
+
+def _reader_into(fd: int, target: memoryview):
+    """A read into ``target``, returning the count (raises BlockingIOError when none yet)."""
+    return lambda: os.readv(fd, (target,))
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What a handler knows about the request besides its body."""
@@ -316,35 +326,46 @@ class _Connection:
                     self._busy = False
                 if self._stopping:
                     return
-            # A large frame in progress is read in large pieces (fewer wake-ups and joins).
-            pending = decoder.pending_frame_size() or 0
-            want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
             # Straight from the socket, as the writes go (trio's SocketStream.receive_some costs
             # ~10 us more per read in wrappers and checkpoints).
+            target = decoder.receive_buffer()
+            if target is not None:
+                # A large request (a produce of many batches) is received in place: the
+                # kernel's copy is the only one.
+                read = _reader_into(fd, target)
+            else:
+                # Small frames share the decoder's buffer; a frame in progress is read in
+                # large pieces (fewer wake-ups and joins).
+                pending = decoder.pending_frame_size() or 0
+                want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
+                read = _reader(fd, want)
             try:
-                data = os.read(fd, want)
+                got = read()
             except BlockingIOError:
-                data = None
-            if data is None:
-                while data is None:
+                got = None
+            if got is None:
+                while got is None:
                     idle_scope.deadline = trio.current_time() + idle
                     await trio.lowlevel.wait_readable(sock)
                     if idle_scope.cancel_called:  # readable just as the idle timeout expired
                         raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
                     idle_scope.deadline = math.inf
                     try:
-                        data = os.read(fd, want)
+                        got = read()
                     except BlockingIOError:
-                        data = None
+                        got = None
             else:
                 # Data already there: yield once anyway, as the wait would have (one yield per
                 # read keeps a pipelining client from starving the other connections).
                 await trio.lowlevel.checkpoint()
-            if not data:
+            if not got:
                 if decoder.buffered:
                     log.debug("connection %d closed mid-frame", self.id)
                 return
-            decoder.receive_data(data)
+            if target is not None:
+                decoder.advance(got)
+            else:
+                decoder.receive_data(got)
 
     async def _answer(self, frame: bytes) -> None:
         parts = await self._handle(frame)

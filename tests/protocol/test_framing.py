@@ -161,6 +161,82 @@ def test_frame_decoder_empty_data_is_not_a_frame():
     assert decoder.buffered == 0
 
 
+def _feed_in_place(decoder: FrameDecoder, stream: bytes, cuts: list[int], use_buffer: list[bool]):
+    """Feed ``stream`` in chunks cut at ``cuts``; a chunk goes through ``receive_buffer`` /
+    ``advance`` when the decoder offers a buffer and ``use_buffer`` says so (as a shell that
+    ``recv_into``s would), else through ``receive_data``. Returns the frames in order."""
+    got, pos = [], 0
+    for i, cut in enumerate([*sorted(cuts), len(stream)]):
+        while pos < cut:
+            got += drain(decoder)
+            target = decoder.receive_buffer()
+            if target is not None and use_buffer[i % len(use_buffer)]:
+                n = min(len(target), cut - pos)
+                target[:n] = stream[pos : pos + n]
+                decoder.advance(n)
+            else:
+                n = cut - pos
+                decoder.receive_data(stream[pos:cut])
+            pos += n
+    return got + drain(decoder)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 5, 65535, 65536, 70000, 200_000]), max_size=6),
+    cuts=st.lists(st.integers(0, 1_000_000), max_size=8),
+    use_buffer=st.lists(st.booleans(), min_size=1, max_size=4),
+)
+def test_frame_decoder_large_frames_received_in_place_or_copied_come_out_the_same(
+    sizes, cuts, use_buffer
+):
+    payloads = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
+    stream = b"".join(framed(p) for p in payloads)
+    decoder = FrameDecoder()
+    got = _feed_in_place(decoder, stream, [c % (len(stream) + 1) for c in cuts], use_buffer)
+    assert [bytes(f) for f in got] == payloads
+    assert decoder.buffered == 0 and decoder.receive_buffer() is None
+
+
+def test_frame_decoder_offers_the_missing_rest_of_a_large_frame_only():
+    decoder = FrameDecoder()
+    decoder.receive_data(framed(b"x" * 100_000)[:1000])
+    assert decoder.receive_buffer() is None  # nothing offered before next_frame saw the prefix
+    assert decoder.next_frame() is None
+    target = decoder.receive_buffer()
+    assert len(target) == 100_000 - 996
+    assert decoder.buffered == 1000 and decoder.pending_frame_size() == 100_000
+    target[:] = b"x" * len(target)
+    decoder.advance(len(target))
+    assert decoder.receive_buffer() is None
+    assert decoder.next_frame() == b"x" * 100_000
+    assert decoder.buffered == 0 and decoder.next_frame() is None
+
+
+def test_frame_decoder_small_frames_are_not_offered_a_buffer():
+    decoder = FrameDecoder()
+    decoder.receive_data(framed(b"y" * 1000)[:10])
+    assert decoder.next_frame() is None and decoder.receive_buffer() is None
+
+
+def test_frame_decoder_refuses_advance_past_the_frame():
+    decoder = FrameDecoder()
+    decoder.receive_data(I32.pack(70_000))
+    assert decoder.next_frame() is None
+    with pytest.raises(ValueError):
+        decoder.advance(70_001)
+    decoder.advance(70_000)
+    assert len(decoder.next_frame()) == 70_000
+
+
+def test_frame_decoder_checks_the_limit_before_allocating_a_large_frame():
+    decoder = FrameDecoder(max_frame_bytes=100_000)
+    decoder.receive_data(I32.pack(100_001))
+    with pytest.raises(FrameTooLarge):
+        decoder.next_frame()
+    assert decoder.receive_buffer() is None
+
+
 # --- decode_request errors carry the correlation id --------------------------------------------
 
 METADATA = APIS_BY_NAME["Metadata"]

@@ -94,6 +94,35 @@ def test_network_pipelined_requests_are_answered_in_order():
     _run(check)
 
 
+def test_network_a_large_frame_sent_in_pieces_is_received_whole_and_in_order():
+    """A frame above LARGE_FRAME_BYTES is received in place: sent in uneven pieces with a small
+    request right behind it, both are answered, in order."""
+
+    async def check(server, port):
+        name = "a" * 300_000  # a valid software name, making a 300 kB request
+        body = m.ApiVersionsRequest(client_software_name=name, client_software_version="1.0")
+        stream_bytes = encode_request(18, 3, 1, "test", body) + _api_versions_request(3, 2)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            pos = 0
+            for i, piece in enumerate([3, 5000, 70_001, 1, 160_000, 10**9]):
+                await stream.send_all(stream_bytes[pos : pos + piece])
+                pos += piece
+                if i % 2:
+                    await trio.sleep(0.01)  # let the server read a partial frame
+            buffer, answers = b"", []
+            while len(answers) < 2:
+                buffer += await stream.receive_some(65536)
+                while len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack_from(">i", buffer)[0]:
+                    size = struct.unpack_from(">i", buffer)[0]
+                    cid, answer = decode_response(18, 3, buffer[4 : 4 + size])
+                    answers.append((cid, answer.error_code))
+                    buffer = buffer[4 + size :]
+        assert answers == [(1, 0), (2, 0)]
+
+    _run(check)
+
+
 def test_network_unknown_api_versions_version_gets_the_v0_fallback():
     async def check(server, port):
         stream = await trio.open_tcp_stream("127.0.0.1", port)
