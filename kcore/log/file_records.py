@@ -8,7 +8,10 @@ Writes are plain ``pwrite`` calls at the end of the file (the size is tracked he
 truncation followed by a write lands exactly where it should, which ``O_APPEND`` would not
 guarantee after ``ftruncate``). Nothing is fsynced unless :meth:`flush` is called: like Kafka,
 kcore relies on the page cache and on replication, and the log loader truncates a torn tail
-after a crash.
+after a crash. An append may be written *behind* (``append(data, behind=...)``, the cluster
+mirror's): :attr:`size` moves at once and a worker thread writes the bytes; :attr:`written`
+is how far the file really is, and every other operation settles the range it needs first
+(``kcore/log/write_behind.py`` has the rules).
 
 Reads never copy record data into Python objects on the hot path: :meth:`slice` returns a
 :class:`FileSlice` the server sends with ``os.sendfile``; only batch headers are read with
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from kcore.log.write_behind import WriteBehind, write_all
 from kcore.record.batch import BATCH_HEADER, BATCH_OVERHEAD, LOG_OVERHEAD, RecordBatch
 from kcore.record.errors import CorruptRecordError
 
@@ -37,7 +41,6 @@ HEADER_SIZE = BATCH_HEADER.size  # 61
 # Recovery and scans read the file in chunks of this size (whole batches are re-read when a
 # batch straddles a chunk boundary).
 SCAN_CHUNK_BYTES = 1 << 20
-_IOV_MAX = 1024  # buffers per pwritev call (Linux)
 # The header fields batch_at needs, the others skipped (layout in kcore/record/batch.py): base
 # offset, batch length, partition leader epoch, magic, (crc, attributes), last offset delta,
 # (base timestamp), max timestamp.
@@ -83,25 +86,46 @@ class FileRecords:
 
     # Slots: a lookup touches this object for every segment it lands in; a slotted object is
     # one compact block instead of an object plus its attribute values (fewer cache misses).
-    __slots__ = ("path", "fd", "size")
+    __slots__ = ("path", "fd", "size", "written", "write_error", "_behind")
 
     def __init__(self, path: Path | str, *, create: bool = True) -> None:
         self.path = Path(path)
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
+        self.written = self.size  # below size while appends written behind are queued
+        self.write_error: OSError | None = None
+        self._behind: WriteBehind | None = None
+
+    def settle(self, end: int | None = None) -> None:
+        """Wait until the file holds its bytes up to ``end`` (default: all of them), if
+        appends written behind are still queued; raises the OSError of one that failed."""
+        if self._behind is not None and (
+            self.written < (self.size if end is None else end) or self.write_error is not None
+        ):
+            self._behind.settle(self, self.size if end is None else end)
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, data) -> int:
+    def append(self, data, behind: WriteBehind | None = None) -> int:
         """Write ``data`` at the end; returns the position it starts at.
 
         ``data`` is a bytes-like object, or an object with ``parts`` (a list of bytes-likes)
-        written with one ``pwritev`` so that the parts are never joined in memory.
+        written with one ``pwritev`` so that the parts are never joined in memory. With
+        ``behind``, the write is queued there and the size moves now (the caller keeps the
+        buffers unchanged); a write error surfaces from the next operation that settles.
         """
         position = self.size
-        parts = [memoryview(p) for p in data.parts] if hasattr(data, "parts") else [data]
-        self.size = self._write_parts(parts, position, 0)
+        parts = list(data.parts) if hasattr(data, "parts") else [data]
+        if behind is not None:
+            if self.write_error is not None:
+                raise self.write_error
+            self.size = position + sum(len(p) for p in parts)
+            self._behind = behind
+            behind.submit(self, parts, position, self.size)
+            return position
+        self.settle()
+        self.size = self.written = write_all(self.fd, parts, position)
         return position
 
     def append_two(self, head, tail, size: int) -> int:
@@ -112,48 +136,42 @@ class FileRecords:
         offset, length, leader epoch), ``tail`` the rest of the client's batch, never copied.
         The same bytes and errors as :meth:`append` of the two parts, in one call less.
         """
+        if self._behind is not None:
+            self.settle()
         position = self.size
         written = os.pwritev(self.fd, (head, tail), position)
         if written != size:  # a short write (rare): finish it the general way
-            self.size = self._write_parts(
-                [memoryview(head), memoryview(tail)], position + written, written
+            rest = (
+                (memoryview(head)[written:], tail)
+                if written < len(head)
+                else (memoryview(tail)[written - len(head) :],)
             )
-        else:
-            self.size = position + size
+            write_all(self.fd, list(rest), position + written)
+        self.size = self.written = position + size
         return position
-
-    def _write_parts(self, parts: list, offset: int, written: int) -> int:
-        """Write ``parts`` at ``offset``, after dropping the first ``written`` bytes of them
-        (already written); returns the offset after the last byte."""
-        while True:
-            while parts and written >= len(parts[0]):
-                written -= len(parts[0])
-                parts.pop(0)
-            if not parts:
-                return offset
-            if written:
-                parts[0] = memoryview(parts[0])[written:]
-            # pwritev takes at most IOV_MAX buffers and may write less than asked.
-            written = os.pwritev(self.fd, parts[:_IOV_MAX], offset)
-            offset += written
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns how many bytes were removed."""
         if size > self.size or size < 0:
             raise ValueError(f"cannot truncate {self.path} of {self.size} bytes to {size}")
+        self.settle()
         removed = self.size - size
         if removed:
             os.ftruncate(self.fd, size)
-            self.size = size
+            self.size = self.written = size
         return removed
 
     def flush(self) -> None:
+        self.settle()
         os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            try:
+                self.settle()
+            finally:  # a failed write is raised, and the descriptor closed all the same
+                os.close(self.fd)
+                self.fd = -1
 
     def rename_to(self, path: Path) -> None:
         os.rename(self.path, path)
@@ -163,14 +181,18 @@ class FileRecords:
         """A second handle on this file, with its size as now, for a reader in another thread
         (the log cleaner's rounds): its descriptor is a ``dup``, so it stays valid when this
         one is closed, renamed or deleted. Read only; the caller closes it."""
+        self.settle()
         other = object.__new__(FileRecords)
-        other.path, other.size = self.path, self.size
+        other.path, other.size, other.written = self.path, self.size, self.size
+        other.write_error, other._behind = None, None
         other.fd = os.dup(self.fd)
         return other
 
     # -- reading ---------------------------------------------------------------------------
 
     def pread(self, position: int, length: int) -> bytes:
+        if self.written < position + length:
+            self.settle(position + length)
         data = os.pread(self.fd, length, position)
         if len(data) != length:
             raise CorruptRecordError(
@@ -179,6 +201,8 @@ class FileRecords:
         return data
 
     def slice(self, position: int, length: int) -> FileSlice:
+        if self.written < position + length:
+            self.settle(position + length)  # the server sends it from the file
         return FileSlice(self, position, length)
 
     def batch_at(self, position: int) -> BatchPosition | None:
@@ -187,6 +211,8 @@ class FileRecords:
             if position < self.size:
                 raise CorruptRecordError(f"{self.path}: partial batch header at {position}")
             return None
+        if self.written < position + HEADER_SIZE:
+            self.settle(position + HEADER_SIZE)
         base, length, epoch, magic, delta, max_timestamp = _POSITION_FIELDS.unpack_from(
             os.pread(self.fd, HEADER_SIZE, position)
         )
@@ -216,6 +242,7 @@ class FileRecords:
         Stops at the first bytes that are not a complete batch; the caller compares the
         position reached with :attr:`size` to see whether a torn tail is left.
         """
+        self.settle()
         while position < self.size:
             chunk = os.pread(self.fd, max(SCAN_CHUNK_BYTES, HEADER_SIZE), position)
             view = memoryview(chunk)

@@ -72,6 +72,7 @@ from kcore.log.producer_state import (
 )
 from kcore.log.segment import LogSegment, SegmentConfig
 from kcore.log.transaction_index import AbortedTxn
+from kcore.log.write_behind import default_write_behind
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import (
     ATTRIBUTES_POS,
@@ -497,7 +498,10 @@ class PartitionLog(LogRetention, LogReads):
                 parts.append(v.batch.buffer)
             else:
                 parts += [v.header, v.batch.buffer[HEADER_SIZE:]]
-        segment.append(last, _Gather(parts, size), positions)
+        # The mirror's appends are written behind (kcore/log/write_behind.py): a crash loses
+        # nothing the mirror does not fetch again, byte for byte, from the log end offset.
+        behind = default_write_behind() if origin is AppendOrigin.MIRROR else None
+        segment.append(last, _Gather(parts, size), positions, behind)
 
         # The bytes are in: the same commit as the single-batch path, with the epoch of every
         # batch (a follower's and the mirror's keep theirs), a MIRROR_PID_RESET, and the
@@ -616,6 +620,9 @@ class PartitionLog(LogRetention, LogReads):
         old = self.active_segment
         if old.size == 0 and old.base_offset == self.log_end_offset:
             return old
+        # Appends written behind reach the file before the segment is left: after a crash,
+        # only the last segment may be short of its data (the loader recovers it).
+        old.log.settle()
         old.on_become_inactive()
         self.producer_state.take_snapshot()
         seg = LogSegment(self.dir, self.log_end_offset, self.segment_config, created_ms=now_ms)

@@ -102,18 +102,21 @@ class LogSegment:
 
     # -- appending -------------------------------------------------------------------------
 
-    def append(self, largest_offset: int, data, batches: list[tuple[int, int, int]]) -> int:
+    def append(
+        self, largest_offset: int, data, batches: list[tuple[int, int, int]], behind=None
+    ) -> int:
         """Append already-validated, offset-stamped batches; returns the position written at.
 
         ``batches`` lists ``(last_offset, relative_position, max_timestamp)`` of each batch in
         ``data``, in order. Index entries follow Kafka's rule per batch: an offset-index entry
         ``(last offset, position of the batch)`` and a time-index entry
         ``(max timestamp so far, last offset of the batch that carried it)`` once more than
-        ``index.interval.bytes`` were appended since the last entry.
+        ``index.interval.bytes`` were appended since the last entry. ``behind`` (a
+        ``WriteBehind``) writes the bytes from its thread (``FileRecords.append``).
         """
         if largest_offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
-        position = self.log.append(data)
+        position = self.log.append(data, behind)
         if self.rolling_based_timestamp is None:
             largest_timestamp = max(b[2] for b in batches)
             if largest_timestamp >= 0:
