@@ -226,10 +226,13 @@ class _SourceLeaders:
         return leader, info.leader_epoch
 
 
-#: The mirror fetcher's fetch sizes: large fetches, many batches per append (the #13 target).
+#: The mirror fetcher's fetch sizes: many batches per append (the #13 target), but responses
+#: small enough that their buffers are reused (kcore/protocol/framing.py keeps spares up to
+#: 32 MiB; a fresh 64 MiB buffer is fresh pages, which cost more to fault in than to fill) and
+#: that the write-behind queue holds several (the next response arrives while one is written).
 MIRROR_FETCHER_CONFIG = FetcherConfig(
-    max_bytes=64 * 1024 * 1024,
-    partition_max_bytes=16 * 1024 * 1024,
+    max_bytes=16 * 1024 * 1024,
+    partition_max_bytes=8 * 1024 * 1024,
     min_bytes=1,
     max_wait_ms=500,
     isolation_level=READ_COMMITTED,

@@ -10,6 +10,8 @@ hold more than one maximal request per connection.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from kcore.protocol.primitives import INT32, FrameTooLarge, MalformedMessage
@@ -22,6 +24,15 @@ DEFAULT_MAX_FRAME_BYTES = 104_857_600  # socket.request.max.bytes
 # costs the one copy the kernel makes, instead of three (socket -> bytes -> the decoder's
 # buffer -> the frame). Below it, the shared buffer is cheaper than an allocation per frame.
 LARGE_FRAME_BYTES = 64 * 1024
+# Large frames' buffers are kept for reuse, this many per decoder and up to this size: a fresh
+# buffer of megabytes is fresh pages, and faulting them in while the socket copies into them
+# costs more than the copy. Three, because a mirror fetch response (16 MiB) may still be
+# queued for its write (kcore/log/write_behind.py) while the next ones arrive.
+_SPARE_BUFFERS = 3
+_SPARE_MAX_BYTES = 32 * 1024 * 1024
+# sys.getrefcount of a spare buffer nobody else holds, in _allocate's loop: the pool's list,
+# the loop's variable and the call's argument.
+_UNSHARED = 3
 
 
 class FrameDecoder:
@@ -34,13 +45,14 @@ class FrameDecoder:
     as a ``memoryview`` of the buffer they were received into (large ones).
     """
 
-    __slots__ = ("_buf", "_start", "_frame", "_filled", "max_frame_bytes")
+    __slots__ = ("_buf", "_start", "_frame", "_filled", "_spares", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buf = bytearray()
         self._start = 0  # consumed bytes at the front of _buf, dropped lazily
         self._frame: memoryview | None = None  # a large frame being received in place
         self._filled = 0  # how much of _frame is in
+        self._spares: list[np.ndarray] = []  # buffers of earlier large frames (see _allocate)
         self.max_frame_bytes = max_frame_bytes
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
@@ -115,7 +127,7 @@ class FrameDecoder:
                 # size (nothing follows it in _buf: the frame is incomplete). np.empty, not
                 # bytearray(size): the socket overwrites every byte, and zeroing megabytes
                 # first costs as much as receiving them.
-                self._frame = frame = memoryview(np.empty(size, np.uint8))
+                self._frame = frame = self._allocate(size)
                 got = len(buf) - start - 4
                 frame[:got] = memoryview(buf)[start + 4 :]
                 self._filled = got
@@ -134,6 +146,20 @@ class FrameDecoder:
         else:
             self._start = end
         return frame
+
+    def _allocate(self, size: int) -> memoryview:
+        """A buffer for a large frame: a spare one that no earlier frame's reader still holds
+        (no memoryview of it is alive: a memoryview keeps its exporter referenced), else a
+        new one, kept as a spare if it is not too large."""
+        for spare in self._spares:
+            if len(spare) >= size and sys.getrefcount(spare) == _UNSHARED:
+                return memoryview(spare)[:size]
+        buffer = np.empty(size, np.uint8)
+        if size <= _SPARE_MAX_BYTES:
+            if len(self._spares) >= _SPARE_BUFFERS:
+                self._spares.pop(0)
+            self._spares.append(buffer)
+        return memoryview(buffer)
 
 
 def frame(payload: bytes) -> bytes:

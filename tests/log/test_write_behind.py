@@ -47,14 +47,16 @@ _ops = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(ops=_ops)
-def test_any_mix_of_behind_and_immediate_writes_leaves_the_file_the_model_has(tmp_path_factory, ops):
+def test_any_mix_of_behind_and_immediate_writes_leaves_the_file_the_model_has(
+    tmp_path_factory, ops
+):
     path = tmp_path_factory.mktemp("wb") / "00000000000000000000.log"
     behind = WriteBehind(max_pending_bytes=8192)  # small: submits wait for the worker too
     records = FileRecords(path)
     model = bytearray()
     for op, a, b in ops:
         if op == "behind":
-            pieces = [a[i :: b] for i in range(b)]  # the same bytes in b parts, in order
+            pieces = [a[i::b] for i in range(b)]  # the same bytes in b parts, in order
             data = b"".join(pieces)
             assert records.append(_Parts([bytearray(p) for p in pieces]), behind) == len(model)
             model += data

@@ -213,6 +213,35 @@ def test_frame_decoder_offers_the_missing_rest_of_a_large_frame_only():
     assert decoder.buffered == 0 and decoder.next_frame() is None
 
 
+def _in_two_pieces(decoder: FrameDecoder, stream: bytes):
+    """One large frame fed as a partial piece (so it is received in place) and the rest."""
+    decoder.receive_data(stream[:100])
+    assert decoder.next_frame() is None
+    decoder.receive_data(stream[100:])
+    return decoder.next_frame()
+
+
+def test_frame_decoder_never_reuses_a_large_frames_buffer_while_it_is_held():
+    decoder = FrameDecoder()
+    held = []
+    for i in range(6):
+        frame = _in_two_pieces(decoder, framed(bytes([i]) * 200_000))
+        if i % 2 == 0:
+            held.append((i, frame[10:20]))  # a slice of it, as a decoded records field is
+        del frame
+    for i, piece in held:
+        assert bytes(piece) == bytes([i]) * 10
+
+
+def test_frame_decoder_reuses_a_released_buffer():
+    decoder = FrameDecoder()
+    first = _in_two_pieces(decoder, framed(b"a" * 200_000))
+    address = first.obj.ctypes.data
+    del first
+    second = _in_two_pieces(decoder, framed(b"b" * 150_000))
+    assert second.obj.ctypes.data == address and bytes(second) == b"b" * 150_000
+
+
 def test_frame_decoder_small_frames_are_not_offered_a_buffer():
     decoder = FrameDecoder()
     decoder.receive_data(framed(b"y" * 1000)[:10])
