@@ -87,8 +87,9 @@ async def write_mirror_states(
 
     Each update has the attributes of :class:`kcore.mirror.coordinator.StateUpdate`:
     ``topic``, ``partition``, ``state`` (a code), ``last_mirror_epoch`` (-1: none), and
-    ``previous_state`` / ``retry_attempt`` (None: the coordinator derives them) and ``reason``,
-    sent as kcore's tagged fields. ``stopped_topics`` moves every known partition of those
+    ``previous_state`` / ``retry_attempt`` (None: the coordinator derives them), ``reason`` and
+    ``leader_epoch`` (the writer's partition leader epoch, which fences a former leader: -1 or
+    absent, not fenced), sent as kcore's tagged fields. ``stopped_topics`` moves every known partition of those
     topics to STOPPED (the source topic is gone, M-19)."""
     W = m.WriteMirrorStatesRequest
     by_topic: dict[str, list] = {}
@@ -101,6 +102,7 @@ async def write_mirror_states(
                 previous_state=-1 if u.previous_state is None else int(u.previous_state),
                 retry_attempt=-1 if u.retry_attempt is None else u.retry_attempt,
                 reason=u.reason,
+                leader_epoch=getattr(u, "leader_epoch", -1),
             )
         )
     request = W(

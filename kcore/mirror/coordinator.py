@@ -28,7 +28,17 @@ is mapped as Kafka's coordinators map log errors (:mod:`kcore.coordinator.append
 WriteMirrorStates carries no PreviousState or RetryAttempt (spec §20 A-7): kcore's brokers send
 them (tagged fields), and when absent the coordinator derives them (:func:`derive`).
 ``StoppedTopics`` (the source topic is gone, M-19/T11) moves every partition of those topics
-that the coordinator knows to STOPPED. Deleting a mirror writes a tombstone of both its keys
+that the coordinator knows to STOPPED.
+
+**Fencing by leader epoch** (D-14): a broker that lost a partition's leadership may still have
+a write in flight, and it must not overwrite what the new leader wrote. Each write carries the
+writer's partition leader epoch (kcore's tagged ``LeaderEpoch``; -1 when a writer does not
+say), each state record keeps the greatest epoch written so far, and a write below it is
+refused whole with FENCED_LEADER_EPOCH, as a partition leader refuses a stale epoch. One
+exception: a Start of a STOPPED partition (to LOG_TRUNCATION) is not fenced, since a topic
+deleted and created again under the same name starts its epochs at 0 again, and a stale
+leader cannot start anything (it learns of the Start from the same metadata that takes its
+leadership away). Deleting a mirror writes a tombstone of both its keys
 (D-29); the replay drops it.
 
 **Snapshots** (D-07's optional compaction): the core counts the records of each partition from
@@ -113,7 +123,7 @@ class StateUpdate:
     ``state`` is a code (an int, or a :class:`MirrorPartitionState`). ``last_mirror_epoch`` >= 0
     is persisted too (a LastMirrorEpochs record in the same batch, D-09). ``previous_state`` and
     ``retry_attempt`` None: derived by the coordinator (:func:`derive`); ``reason``: why it
-    FAILED.
+    FAILED; ``leader_epoch``: the writer's partition leader epoch (-1: not fenced).
     """
 
     topic: str
@@ -123,6 +133,7 @@ class StateUpdate:
     previous_state: int | None = None
     retry_attempt: int | None = None
     reason: str | None = None
+    leader_epoch: int = -1
 
 
 @dataclass
@@ -274,12 +285,15 @@ class ClusterMirrorCoordinator:
         """Persist the transitions (all or none), then hold them.
 
         Raises KafkaError: INVALID_REQUEST naming every invalid entry (nothing written),
-        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, or a failed append's coordinator error.
+        FENCED_LEADER_EPOCH naming every partition written with an older leader epoch than
+        recorded (nothing written), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, or a failed
+        append's coordinator error.
         """
         mirrors = self._lookup(mirror_name)
         updates = list(updates)
         _validate(updates)
         mirror = mirrors.get(mirror_name, _Mirror())
+        _check_fencing(mirror, updates)
         records: list[Record] = []
         epochs = {
             (u.topic, u.partition): u.last_mirror_epoch
@@ -327,8 +341,9 @@ class ClusterMirrorCoordinator:
         keep = state is S.FAILED or (retry > 0 and state not in _SETTLED)
         if reason is None and current is not None and keep:
             reason = current.reason
+        epoch = max(u.leader_epoch, -1 if current is None else current.leader_epoch)
         return MirrorPartitionStateRecord(
-            name, u.topic, u.partition, state, previous, retry, reason
+            name, u.topic, u.partition, state, previous, retry, reason, epoch
         )
 
     def _write(self, mirror_name: str, records: list[Record]) -> None:
@@ -450,6 +465,7 @@ class ClusterMirrorCoordinator:
                 None if p.previous_state == -1 else p.previous_state,
                 None if p.retry_attempt == -1 else p.retry_attempt,
                 p.reason,
+                p.leader_epoch,
             )
             for t in req.topics
             for p in t.partitions
@@ -519,6 +535,26 @@ def _validate(updates: list[StateUpdate]) -> None:
             bad.append(f"{where} ({', '.join(problems)})")
     if bad:
         raise KafkaError(E.INVALID_REQUEST, f"cannot write mirror states: {'; '.join(bad)}")
+
+
+def _check_fencing(mirror: _Mirror, updates: list[StateUpdate]) -> None:
+    """Raise FENCED_LEADER_EPOCH naming every update from an older leader than recorded (see
+    the module docstring)."""
+    fenced = []
+    for u in updates:
+        current = mirror.states.get((u.topic, u.partition))
+        if current is None or u.leader_epoch < 0 or u.leader_epoch >= current.leader_epoch:
+            continue
+        if current.state is S.STOPPED and S(u.state) is S.LOG_TRUNCATION:
+            continue  # a Start: a topic created again has its epochs from 0 again
+        fenced.append(
+            f"{u.topic}-{u.partition} (leader epoch {u.leader_epoch} < {current.leader_epoch})"
+        )
+    if fenced:
+        raise KafkaError(
+            E.FENCED_LEADER_EPOCH,
+            f"mirror state written by a former partition leader: {', '.join(fenced)}",
+        )
 
 
 def _code_problems(what: str, code: int, *, allow_unknown: bool) -> list[str]:

@@ -412,6 +412,8 @@ class PartitionDriver:
             int(record.previous_state),
             record.retry_attempt,
             record.reason,
+            # Fences this write if another broker has led the partition since (D-14).
+            leader_epoch=self.leader_epoch,
         )
         await self.broker.mirror_coordinator.access.write_states(self.mirror, [update])
 

@@ -21,8 +21,10 @@ Byte layout, the proposal's, so that the dump example of spec §8.4 comes out ex
     MirrorPartitionStateValue v0: TopicName, Partition int32, State int8, then tagged
         PreviousState (tag 0, default 16 = UNKNOWN), RetryAttempt (tag 1, default 0) and, kcore's
         own, Reason (tag 2, nullable, default null): the FAILED reason that decision D-13 asks
-        Describe to show. A tagged field is written only when it differs from its default, so a
-        value without them is the spec's 17 bytes and a reader that does not know tag 2 skips it.
+        Describe to show, and LeaderEpoch (tag 3, default -1): the partition leader epoch of
+        the broker that wrote it, which fences a writer that lost leadership. A tagged field is
+        written only when it differs from its default, so a value without them is the spec's
+        17 bytes and a reader that does not know tags 2 and 3 skips them.
     LastMirrorEpochsValue v0: Topics[Name, Partitions[PartitionIndex, LastMirrorEpoch]]
 
 Both keys hold only the mirror name (spec §20 A-2), so the topic is **not compacted** (D-07):
@@ -97,7 +99,8 @@ class MirrorPartitionStateRecord:
 
     ``previous_state`` is the state before it (UNKNOWN when not recorded); ``retry_attempt``
     counts automatic recoveries while FAILED (D-13); ``reason`` says why it FAILED (None when
-    not FAILED or not known).
+    not FAILED or not known); ``leader_epoch`` is the partition leader epoch of the broker that
+    wrote it (-1: not known), below which writes are fenced.
     """
 
     mirror_name: str
@@ -107,6 +110,7 @@ class MirrorPartitionStateRecord:
     previous_state: MirrorPartitionState = MirrorPartitionState.UNKNOWN
     retry_attempt: int = 0
     reason: str | None = None
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
             previous_state=int(record.previous_state),
             retry_attempt=record.retry_attempt,
             reason=record.reason,
+            leader_epoch=record.leader_epoch,
         )
         key = _key(PARTITION_STATE, record.mirror_name)
         return key, _INT16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
@@ -243,6 +248,7 @@ def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> Record 
         previous_state=_state(v.previous_state, "previous state"),
         retry_attempt=v.retry_attempt,
         reason=v.reason,
+        leader_epoch=v.leader_epoch,
     )
 
 

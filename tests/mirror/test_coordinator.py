@@ -314,6 +314,7 @@ _update = st.builds(
     previous_state=st.none() | st.sampled_from(list(S)),
     retry_attempt=st.none() | st.integers(0, 5),
     reason=st.none() | st.text(max_size=5),
+    leader_epoch=st.integers(-1, 3),
 )
 _op = st.one_of(
     st.tuples(
@@ -342,7 +343,8 @@ def test_coordinator_replay_rebuilds_what_the_live_path_served(ops, snapshot_aft
             else:
                 core.delete_mirror(op[1])
         except KafkaError as e:
-            assert e.code == ErrorCode.INVALID_REQUEST  # duplicates in a generated request
+            # Duplicates in a generated request, or a write from an older leader epoch.
+            assert e.code in (ErrorCode.INVALID_REQUEST, ErrorCode.FENCED_LEADER_EPOCH)
     names = ["a", "b", "c", "mirror-7"]
     assert everything(loaded(log), names) == everything(core, names)
     assert loaded(log).owned_mirrors() == core.owned_mirrors()
@@ -372,3 +374,55 @@ def test_coordinator_a_stop_that_begins_forgets_the_previous_stops_lme():
     assert loaded(log).read_states("m1")[tp].last_mirror_epoch == -1  # and so does replay
     core.write_states("m1", [StateUpdate(*tp, S.STOPPING, last_mirror_epoch=9)])
     assert loaded(log).read_states("m1")[tp].last_mirror_epoch == 9
+
+
+def test_coordinator_fences_a_write_from_a_former_leader():
+    # D-14: broker A led t-0 at epoch 3; B took over at epoch 4 and wrote PAUSED. A's late
+    # write must not undo it, and a coordinator that reloads the log still knows epoch 4.
+    log = Log()
+    core = loaded(log)
+    core.write_states("m", [StateUpdate("t", 0, S.MIRRORING, leader_epoch=3)])
+    core.write_states("m", [StateUpdate("t", 0, S.PAUSED, leader_epoch=4)])
+    for coordinator in (core, loaded(log)):
+        with pytest.raises(KafkaError) as e:
+            coordinator.write_states(
+                "m",
+                [
+                    StateUpdate("t", 1, S.MIRRORING, leader_epoch=0),  # not fenced, not written
+                    StateUpdate("t", 0, S.FAILED, leader_epoch=3, reason="late"),
+                ],
+            )
+        assert e.value.code == ErrorCode.FENCED_LEADER_EPOCH
+        assert "t-0 (leader epoch 3 < 4)" in e.value.message and "t-1" not in e.value.message
+        assert coordinator.read_states("m") == {
+            ("t", 0): PartitionMirrorState(S.PAUSED, S.MIRRORING)
+        }
+    written = len(log.records(core.partition_for("m")))
+    # The current leader (the same epoch or a newer one) writes; a writer without an epoch
+    # (-1) is not fenced, and keeps the recorded epoch.
+    core.write_states("m", [StateUpdate("t", 0, S.MIRRORING, leader_epoch=4)])
+    core.write_states("m", [StateUpdate("t", 0, S.PAUSING)])
+    with pytest.raises(KafkaError):
+        core.write_states("m", [StateUpdate("t", 0, S.FAILED, leader_epoch=3)])
+    core.write_states("m", [StateUpdate("t", 0, S.STOPPED, leader_epoch=9)])
+    assert len(log.records(core.partition_for("m"))) == written + 3
+    # A Start after STOPPED is not fenced: a topic created again starts its epochs at 0.
+    core.write_states("m", [StateUpdate("t", 0, S.LOG_TRUNCATION, leader_epoch=0)])
+    assert core.read_states("m")[("t", 0)].state is S.LOG_TRUNCATION
+
+
+def test_coordinator_wire_write_is_fenced_by_leader_epoch():
+    core = loaded(Log())
+    W = m.WriteMirrorStatesRequest
+
+    def write(state: int, epoch: int):
+        partition = W.PartitionData(partition_index=0, state=state, leader_epoch=epoch)
+        return core.write_mirror_states(
+            W(mirror_name="m", topics=[W.TopicData(name="t", partitions=[partition])])
+        )
+
+    assert write(int(S.MIRRORING), 5).error_code == 0
+    fenced = write(int(S.FAILED), 4)
+    assert fenced.error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert fenced.topics[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert write(int(S.FAILED), -1).error_code == 0  # a writer that does not send an epoch

@@ -170,6 +170,31 @@ async def test_mirror_coordinator_refuses_bad_writes_and_changes_nothing(cluster
 
 
 @with_broker
+async def test_mirror_coordinator_fences_a_write_from_a_former_partition_leader(cluster, client):
+    # A broker that led t-0 at epoch 2 lost it to one at epoch 3, which paused it: the former
+    # leader's late WriteMirrorStates is refused whole, over the wire, and nothing is appended.
+    mirror = _name()
+    await write_mirror_states(client, mirror, [StateUpdate("t", 0, S.MIRRORING, leader_epoch=2)])
+    await write_mirror_states(client, mirror, [StateUpdate("t", 0, S.PAUSED, leader_epoch=3)])
+    index = rec.partition_for(mirror, 3)
+    end = _log_end(cluster.broker, index)
+    late = await write_mirror_states(
+        client, mirror, [StateUpdate("t", 0, S.FAILED, leader_epoch=2, reason="late")]
+    )
+    assert late.error_code == E.FENCED_LEADER_EPOCH
+    assert "leader epoch 2 < 3" in late.error_message
+    assert [p.error_code for p in late.topics[0].partitions] == [E.FENCED_LEADER_EPOCH]
+    assert _log_end(cluster.broker, index) == end
+    assert _states(await read_mirror_states(client, mirror)) == {
+        ("t", 0): (S.PAUSED, S.MIRRORING, 0, None)
+    }
+    ok = await write_mirror_states(
+        client, mirror, [StateUpdate("t", 0, S.MIRRORING, leader_epoch=3)]
+    )
+    assert ok.error_code == 0
+
+
+@with_broker
 async def test_mirror_coordinator_rpcs_off_at_mirror_version_zero(cluster, client):
     mirror = _name()
     await write_mirror_states(client, mirror, [StateUpdate("t", 0, S.MIRRORING)])
