@@ -9,6 +9,14 @@ controller) and returns the raw response, as :mod:`kcore.client.admin` does; che
 
 ``topic_metadata`` (M-99) maps a topic to ``(topic_id, num_partitions)`` when the caller knows
 the source's; otherwise the broker looks them up on the source (D-27).
+
+:func:`describe_cluster_mirrors` is the one helper that asks more than one broker: a mirror
+partition's numbers (source high watermark and LSO, destination log end offset, lag, last
+fetch age) are known only by the broker that leads it and fetches for it, so without a
+``target`` it asks every broker and takes each partition's numbers from its leader's answer
+(as :func:`kcore.client.groups.list_groups` merges ListGroups). The rest of a partition's
+detail (state, LME, retries, FAILED reason) comes from the mirror's coordinator and is the same
+in every answer.
 """
 
 from __future__ import annotations
@@ -17,8 +25,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import trio
+
 from kcore.client.cluster import KafkaClient, Target
+from kcore.client.errors import ClientError
 from kcore.protocol import messages as m
+from kcore.protocol.errors import KafkaError
 
 __all__ = [
     "create_cluster_mirror",
@@ -126,17 +138,83 @@ async def list_cluster_mirrors(client: KafkaClient, *, target: Target = "any") -
     return await client.request(target, m.ListClusterMirrorsRequest())
 
 
+# The fields of a PartitionDetail that only the partition's leader knows.
+LEADER_FIELDS = (
+    "source_offset",
+    "source_last_stable_offset",
+    "destination_offset",
+    "lag",
+    "last_fetch_age_ms",
+)
+
+
 async def describe_cluster_mirrors(
     client: KafkaClient,
     mirror_names: Iterable[str] | None = None,
     *,
     include_authorized_operations: bool = False,
-    target: Target = "any",
+    target: Target | None = None,
 ) -> Any:
     """DescribeClusterMirrors: per mirror, per topic, per partition its state and numbers
-    (None or empty: every mirror)."""
+    (None or empty: every mirror).
+
+    Without ``target``, one merged response from every broker (see the module docstring): the
+    first broker's answer, with each partition's :data:`LEADER_FIELDS` from the answer of the
+    broker the metadata names its leader. A broker that does not answer leaves its partitions'
+    numbers at -1 (unknown); raises only when no broker answers. With ``target``, that
+    broker's answer alone (its own partitions' numbers, -1 elsewhere)."""
     body = m.DescribeClusterMirrorsRequest(
         mirror_names=list(mirror_names or ()),
         include_authorized_operations=include_authorized_operations,
     )
-    return await client.request(target, body)
+    if target is not None:
+        return await client.request(target, body)
+    metadata = await client.refresh_metadata([])
+    nodes = sorted(metadata.brokers)
+    if len(nodes) < 2:
+        return await client.request("any", body)
+    answers: dict[int, Any] = {}
+    failures: list[Exception] = []
+
+    async def ask(node: int) -> None:
+        try:
+            answers[node] = await client.request(node, body)
+        except ClientError as e:  # that broker's partitions stay unknown
+            failures.append(e)
+
+    async with trio.open_nursery() as nursery:
+        for node in nodes:
+            nursery.start_soon(ask, node)
+    if not answers:
+        raise failures[0]
+    return await _merge_by_leader(client, [answers[n] for n in nodes if n in answers], answers)
+
+
+async def _merge_by_leader(client: KafkaClient, ordered: list[Any], answers: dict[int, Any]):
+    """The first answer, each partition's leader numbers taken from its leader's answer."""
+    merged = ordered[0]
+    topics = sorted({t.topic_name for d in merged.mirrors for t in d.topics})
+    metadata = await client.refresh_metadata(topics) if topics else client.metadata
+    by_leader: dict[int, dict[tuple[str, str, int], Any]] = {
+        node: {
+            (d.mirror_name, t.topic_name, p.partition_index): p
+            for d in answer.mirrors
+            for t in d.topics
+            for p in t.partitions
+        }
+        for node, answer in answers.items()
+    }
+    for described in merged.mirrors:
+        for t in described.topics:
+            for p in t.partitions:
+                try:
+                    leader = metadata.leader_for(t.topic_name, p.partition_index)
+                except KafkaError:  # no leader known: the numbers stay unknown
+                    continue
+                found = by_leader.get(leader, {}).get(
+                    (described.mirror_name, t.topic_name, p.partition_index)
+                )
+                if found is not None:
+                    for name in LEADER_FIELDS:
+                        setattr(p, name, getattr(found, name))
+    return merged

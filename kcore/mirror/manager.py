@@ -425,7 +425,8 @@ class PartitionDriver:
         topic, index = self.tp
         lme = -1
         try:
-            described = await describe_cluster_mirrors(client, [self.mirror])
+            # Only the LME is wanted: the coordinator's, in any broker's answer.
+            described = await describe_cluster_mirrors(client, [self.mirror], target="any")
         except (ClientError, KafkaError):
             described = None  # a source without cluster mirroring: no LME tracking (M-70)
         if described is not None and not described.error_code:

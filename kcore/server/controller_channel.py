@@ -79,6 +79,8 @@ CONTROLLER_APIS: dict[str, ControllerApi] = {
         ControllerApi(97, "pause_mirror_topics"),
         ControllerApi(98, "resume_mirror_topics"),
         ControllerApi(99, "delete_cluster_mirror"),
+        # the mirror manager of a broker-only node bumps the epochs of the partitions it leads
+        ControllerApi(102, "bump_leader_epochs"),
     )
 }
 CONTROLLER_APIS_BY_KEY: dict[int, ControllerApi] = {a.api_key: a for a in CONTROLLER_APIS.values()}

@@ -272,5 +272,18 @@ class EmbeddedCluster:
         if result.error_code:
             raise KafkaError(result.error_code, result.error_message)
 
+    def leader_partition(self, tp: tuple[str, int]) -> Any:
+        """The partition ``tp`` on the broker that leads it now (None when none does)."""
+        node = self.leader_of(tp)
+        return None if node is None else node.replica_manager.partitions[tp]
+
+    def leader_of(self, tp: tuple[str, int]) -> Any:
+        """The broker that leads ``tp`` now (None when none does)."""
+        for node in self.brokers:
+            partition = node.replica_manager.partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                return node
+        return None
+
     def topics(self) -> list[str]:
         return sorted(self.broker.metadata_image.topics.by_name)

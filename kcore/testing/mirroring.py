@@ -38,7 +38,9 @@ class MirroredClusters:
     """A source cluster, a destination cluster and the mirror ``mirror`` from one to the other.
 
     ``source_config`` / ``destination_config`` are broker properties of each side;
-    ``mirror_config`` extra configs of the mirror (``bootstrap.servers`` is set for you).
+    ``mirror_config`` extra configs of the mirror (``bootstrap.servers`` is set for you);
+    ``source_brokers`` / ``destination_brokers`` the brokers of each cluster (one by default:
+    with several, a topic's partitions are led by different brokers).
     """
 
     def __init__(
@@ -48,10 +50,12 @@ class MirroredClusters:
         source_config: Mapping[str, str] | None = None,
         destination_config: Mapping[str, str] | None = None,
         mirror_config: Mapping[str, str] | None = None,
+        source_brokers: int = 1,
+        destination_brokers: int = 1,
     ) -> None:
         self.mirror = mirror
-        self.source = EmbeddedCluster(config=source_config)
-        self.destination = EmbeddedCluster(config=destination_config)
+        self.source = EmbeddedCluster(source_brokers, config=source_config)
+        self.destination = EmbeddedCluster(destination_brokers, config=destination_config)
         self._mirror_config = dict(mirror_config or {})
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -174,12 +178,10 @@ class MirroredClusters:
 
     def _behind(self) -> dict[tuple[str, int], str]:
         behind = {}
-        source_parts = self.source.broker.replica_manager.partitions
-        dest_parts = self.destination.broker.replica_manager.partitions
         for tp, detail in self.describe().items():
             if detail.state == "STOPPED":
                 continue
-            src, dst = source_parts.get(tp), dest_parts.get(tp)
+            src, dst = self.source.leader_partition(tp), self.destination.leader_partition(tp)
             if detail.state != "MIRRORING" or src is None or dst is None:
                 behind[tp] = detail.state
             elif dst.log_end_offset < src.last_stable_offset:

@@ -17,8 +17,9 @@ What the broker does before it forwards a change to the controller (which re-che
   (D-26: one top-level error naming every offending partition).
 
 List answers from the metadata image (M-66). Describe answers from the image, the state reader
-and ``broker.mirror_stats`` (numbers -1 where unknown, M-67); this broker reports every partition
-of the mirror (kcore has no fan-out yet).
+and ``broker.mirror_stats`` (numbers -1 where unknown, M-67). Every partition of the mirror is
+reported, but its numbers only by the broker that leads it: the Admin helper
+(:func:`kcore.client.mirrors.describe_cluster_mirrors`) asks every broker and merges them.
 """
 
 from __future__ import annotations

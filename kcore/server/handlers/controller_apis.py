@@ -10,7 +10,8 @@ NOT_CONTROLLER — in the top-level error field, or in every result for the APIs
 and the sender retries with the new leader.
 
 Authorization (with an authorizer, as Kafka's ``ControllerApis``): the brokers' own APIs
-(BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds) need CLUSTER_ACTION,
+(BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, and cluster
+mirroring's BumpLeaderEpochs) need CLUSTER_ACTION,
 UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls and DeleteAcls ALTER on the
 cluster, AlterPartitionReassignments ALTER and ListPartitionReassignments DESCRIBE on the
 cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
@@ -54,6 +55,7 @@ CLUSTER_OPERATION = {
     63: AclOperation.CLUSTER_ACTION,  # BrokerHeartbeat
     64: AclOperation.ALTER,  # UnregisterBroker
     67: AclOperation.CLUSTER_ACTION,  # AllocateProducerIds
+    102: AclOperation.CLUSTER_ACTION,  # BumpLeaderEpochs (inter-broker, spec §7.12)
 }
 
 # Cluster mirroring (spec §12.1): the operation on CLUSTER_MIRROR:<mirror name> each API needs.
