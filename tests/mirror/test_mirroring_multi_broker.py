@@ -5,11 +5,15 @@ them lives with one coordinator the others reach over the wire (M-11).
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from confluent_kafka import Producer
 
-from kcore.testing import MirroredClusters
+from kcore.client.mirrors import create_cluster_mirror, start_mirror_topics
+from kcore.testing import MirroredClusters, ProcessCluster
 
+from . import test_mirroring_faults as faults
 from .clusters import CLUSTER_CONFIG, wait_until
 from .test_mirror_fetcher import _assert_identical_batches
 
@@ -76,3 +80,46 @@ def test_mirroring_into_three_brokers_then_failover():
             30,
             "the writes after failover",
         )
+
+
+def _leader_nodes(cluster, topic: str, partitions: int) -> dict[int, int]:
+    async def main(client):
+        metadata = await client.refresh_metadata([topic])
+        return {p: metadata.leader_for(topic, p) for p in range(partitions)}
+
+    return faults._admin(cluster, main)
+
+
+def test_mirroring_kill_9_of_a_destination_broker_that_leads_mirror_partitions(tmp_path):
+    # Three destination processes (each broker and controller voter): the broker killed leads
+    # mirror partitions while the source takes writes; the others go on mirroring theirs, and
+    # after its restart its partitions resume on it with no gap and no duplicate (D-14).
+    with (
+        ProcessCluster(tmp_path / "source", config=CLUSTER_CONFIG) as source,
+        ProcessCluster(tmp_path / "destination", 3, config=CLUSTER_CONFIG) as destination,
+    ):
+        faults._admin(source, faults._create_topic)
+        created = faults._admin(
+            destination,
+            lambda c: create_cluster_mirror(
+                c, "dr", {"bootstrap.servers": source.bootstrap_servers}
+            ),
+        )
+        assert created.error_code == 0, created.error_message
+        with faults.Load(source.bootstrap_servers) as load:
+            wait_until(lambda: load.sent > 2000, 30, "a first backlog")
+            started = faults._admin(
+                destination, lambda c: start_mirror_topics(c, "dr", [faults.TOPIC])
+            )
+            assert [t.error_code for t in started.topics] == [0]
+            leaders = _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)
+            assert len(set(leaders.values())) > 1, leaders
+            wait_until(
+                lambda: min(faults._ends(destination).values()) > 300, 60, "mirroring under way"
+            )
+            victim = leaders[0]
+            destination.node(victim).kill(signal.SIGKILL)
+            wait_until(lambda: load.sent > 8000, 60, "more writes while it is down")
+            destination.node(victim).start()
+        faults._in_sync(source, destination, "dr")
+        assert _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)[0] == victim
