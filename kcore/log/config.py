@@ -381,10 +381,15 @@ _KEYS = [
     ConfigKey("mirror.name", _S, None, MirrorNameValue(), (),
               "kcore internal: the topic's cluster mirror, <m>, <m>.paused or <m>.stopped.",
               internal_only=True),
+    # kcore (D-13): raised by each accepted Start or Stop of an existing mirror topic, so that
+    # every broker leading one of its FAILED partitions sees the operator's recovery.
+    ConfigKey("mirror.recovery.id", _L, 0, Range(0), (),
+              "kcore internal: counts the operator's Starts and Stops of the mirror topic.",
+              internal_only=True),
 ]  # fmt: skip
 
 TOPIC_CONFIGS: Mapping[str, ConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
-"""Every topic config key by name, in alphabetical order except kcore's ``mirror.name`` last."""
+"""Every topic config key by name, in alphabetical order except kcore's ``mirror.*`` keys last."""
 
 
 def config_key(name: str) -> ConfigKey:
@@ -592,6 +597,7 @@ class LogConfig:
     unclean_leader_election_enable: bool = _d("unclean.leader.election.enable")
     internal_segment_bytes: int | None = _d("internal.segment.bytes")
     mirror_name: str | None = _d("mirror.name")
+    mirror_recovery_id: int = _d("mirror.recovery.id")
     overridden: frozenset[str] = frozenset()
 
     @classmethod

@@ -18,6 +18,12 @@ one result is appended as one batch, so a change is all or nothing):
   different one refused (D-24).
 * ``stop_mirror_topics`` — M-53/M-54: ``<m>.stopped``; patterns move from include to exclude,
   and every topic of the mirror matching the new exclude list is stopped too.
+* the operator's recovery (D-13): Start and Stop of a topic already in the mirror also raise
+  its internal ``mirror.recovery.id`` config by one. The broker admitted the operation only if
+  the topic's partitions allow it (a Start of a mirroring topic only when some are FAILED), and
+  every broker's mirror manager sends the FAILED partitions it leads the recovery when it sees
+  the new value: state through the metadata log, so it reaches every leader, whichever broker
+  took the request and whether or not it is still up.
 * ``pause_mirror_topics`` / ``resume_mirror_topics`` — M-62/M-63: ``<m>.paused`` and back.
 
 Errors: a request-level problem (mirroring disabled, unknown mirror, bad pattern, source cluster
@@ -39,6 +45,7 @@ from kcore.metadata.context import ControllerContext, ControllerResult
 from kcore.metadata.image import ConfigResourceType
 from kcore.metadata.mirrors import (
     MIRROR_NAME_CONFIG,
+    RECOVERY_ID_CONFIG,
     ClusterMirrorImage,
     MirrorTopicMode,
     mirror_name_value,
@@ -110,6 +117,18 @@ def _mirror_name_record(topic: str, value: str) -> Message:
         resource_name=topic,
         name=MIRROR_NAME_CONFIG,
         value=value,
+    )
+
+
+def _recovery_record(ctx: ControllerContext, topic: str) -> Message:
+    """``mirror.recovery.id`` of ``topic`` raised by one: the operator's Start or Stop reaches
+    every broker that leads one of its FAILED partitions through the metadata log (D-13)."""
+    current = ctx.image.configs.topic(topic).get(RECOVERY_ID_CONFIG, "0")
+    return m.ConfigRecord(
+        resource_type=ConfigResourceType.TOPIC,
+        resource_name=topic,
+        name=RECOVERY_ID_CONFIG,
+        value=str(int(current) + 1),
     )
 
 
@@ -346,15 +365,18 @@ def _start_topic(ctx, mirror, t, exclude, rf, taken_names, taken_ids) -> list[Me
             f"{t.num_partitions} on the source.",
         )
     mode = None if membership is None else membership[1]
-    if mode is _ACTIVE:
-        return []  # already mirroring: nothing to change
     if mode is _PAUSED:
         raise KafkaError(
             ErrorCode.INVALID_MIRROR_STATE,
             f"Topic '{name}' is paused in mirror '{mirror.name}': resume it instead.",
         )
+    # The broker admitted the Start: its partitions are UNKNOWN, STOPPED or FAILED, and the
+    # FAILED ones recover (D-13) wherever they are led.
+    recovery = [_recovery_record(ctx, name)] if mode is not None else []
+    if mode is _ACTIVE:
+        return recovery  # already mirroring: only the recovery
     # Stopped in this mirror (restart, T2), or the same topic id without a mirror (failback).
-    return [_mirror_name_record(name, mirror.name)]
+    return [_mirror_name_record(name, mirror.name), *recovery]
 
 
 def _create_mirror_topic(ctx, mirror, t, rf, taken_names, taken_ids) -> list[Message]:
@@ -398,9 +420,12 @@ def stop_mirror_topics(
         named = {t.topic_name for t in request.topics}
 
         def act(t: Message) -> list[Message]:
+            # Either way the topic's FAILED partitions (if any) recover into STOPPING (D-13).
+            recovery = _recovery_record(ctx, t.topic_name)
             if _member(ctx, mirror, t) is _STOPPED:
-                return []  # D-12: stopping a stopped topic succeeds and changes nothing
-            return [_mirror_name_record(t.topic_name, mirror_name_value(mirror.name, _STOPPED))]
+                return [recovery]  # D-12: stopping a stopped topic changes nothing else
+            value = mirror_name_value(mirror.name, _STOPPED)
+            return [_mirror_name_record(t.topic_name, value), recovery]
 
         def extra():
             if not request.patterns:
@@ -408,7 +433,7 @@ def stop_mirror_topics(
             for topic in mirror.topics_in(_ACTIVE, _PAUSED):
                 if topic not in named and mc.first_match(topic, exclude) is not None:
                     value = mirror_name_value(mirror.name, _STOPPED)
-                    yield topic, [_mirror_name_record(topic, value)]
+                    yield topic, [_mirror_name_record(topic, value), _recovery_record(ctx, topic)]
 
         return records, act, extra
 

@@ -42,6 +42,7 @@ from kcore.protocol.messages import Message
 
 __all__ = [
     "MIRROR_NAME_CONFIG",
+    "RECOVERY_ID_CONFIG",
     "ClusterMirrorImage",
     "MirrorTopicMode",
     "MirrorsDelta",
@@ -53,6 +54,8 @@ __all__ = [
 
 EXTENSION_NAME = "mirrors"
 MIRROR_NAME_CONFIG = "mirror.name"
+# Raised by the controller on each Start or Stop of an existing mirror topic (D-13 recovery).
+RECOVERY_ID_CONFIG = "mirror.recovery.id"
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
 
 

@@ -50,7 +50,7 @@ from kcore.client.errors import ClientError
 from kcore.client.mirrors import describe_cluster_mirrors
 from kcore.log.producer_state import AppendOrigin
 from kcore.metadata import mirror_configs as mc
-from kcore.metadata.mirrors import mirrors_image
+from kcore.metadata.mirrors import RECOVERY_ID_CONFIG, mirrors_image
 from kcore.mirror import outputs as out
 from kcore.mirror.coordinator import StateUpdate
 from kcore.mirror.events import (
@@ -175,6 +175,7 @@ class MirrorManager:
             if partition.leader_epoch != driver.leader_epoch:
                 driver.leader_epoch = partition.leader_epoch
                 driver.send(LeaderEpochChanged(partition.leader_epoch))
+        self._deliver_recoveries()
 
     # -- the mirror's connections and fetchers ----------------------------------------------
 
@@ -228,16 +229,24 @@ class MirrorManager:
 
     # -- the operator's manual recovery ------------------------------------------------------
 
-    def request_recovery(self, partitions) -> None:
-        """An accepted Start or Stop of FAILED partitions (D-13): their ``mirror.name`` may not
-        change, so the operation reaches their machines here. A partition another broker
-        leads is not reached from here yet (it keeps its automatic retries); logged."""
-        for tp in partitions:
-            driver = self.drivers.get(tp)
-            if driver is not None:
+    def recovery_id(self, topic: str) -> int:
+        """The topic's ``mirror.recovery.id``: the controller raises it on every accepted Start
+        or Stop of the topic (D-13), since a FAILED partition's ``mirror.name`` may not change."""
+        value = self.broker.metadata_image.configs.topic(topic).get(RECOVERY_ID_CONFIG)
+        return int(value) if value else 0
+
+    def _deliver_recoveries(self) -> None:
+        """Each driver whose topic's recovery id moved since it last looked gets the
+        operator's recovery (its machine ignores it unless FAILED). A driver started after the
+        change does not: it reads the state as it is, after the recovery if one ran elsewhere."""
+        for driver in self.drivers.values():
+            current = self.recovery_id(driver.tp[0])
+            if current != driver.recovery_id:
+                driver.recovery_id = current
+                log.info(
+                    "mirror %s partition %s-%d: the operator's recovery", driver.mirror, *driver.tp
+                )
                 driver.send(RecoveryRequested())
-            else:
-                log.warning("manual recovery of %s-%d: not led by this broker", *tp)
 
     # -- Describe ---------------------------------------------------------------------------
 
@@ -256,6 +265,7 @@ class PartitionDriver:
         self.mirror_name = mirror_name
         self.mirror = mirror_of(mirror_name) or ""
         self.leader_epoch = partition.leader_epoch
+        self.recovery_id = manager.recovery_id(tp[0])
         self.machine = MirrorPartitionMachine(
             tp[0],
             tp[1],

@@ -123,7 +123,7 @@ KAFKA_SYNONYMS = {
 # -- the table -----------------------------------------------------------------------------------
 
 
-KCORE_INTERNAL_KEYS = {"mirror.name", "internal.segment.bytes"}
+KCORE_INTERNAL_KEYS = {"mirror.name", "mirror.recovery.id", "internal.segment.bytes"}
 
 
 def test_topic_configs_cover_every_kafka_4x_key_plus_the_internal_ones():

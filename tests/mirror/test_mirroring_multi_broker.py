@@ -123,3 +123,36 @@ def test_mirroring_kill_9_of_a_destination_broker_that_leads_mirror_partitions(t
             destination.node(victim).start()
         faults._in_sync(source, destination, "dr")
         assert _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)[0] == victim
+
+
+def test_mirroring_the_operators_start_recovers_failed_partitions_on_every_broker():
+    # D-13 through the metadata log: the Start goes to broker 1 only, and the FAILED partitions
+    # that brokers 2 and 3 lead recover too.
+    config = {
+        **CLUSTER_CONFIG,
+        "mirror.failed.max.retries": "0",
+        "mirror.source.unavailable.timeout.ms": "1000",
+    }
+    with MirroredClusters(
+        source_config=CLUSTER_CONFIG, destination_config=config, destination_brokers=3
+    ) as dr:
+        dr.source.create_topic(TOPIC, partitions=PARTITIONS)
+        _produce(dr.source, 30)
+        dr.mirror_topics(TOPIC)
+        dr.wait_in_sync()
+        assert sorted(_leaders(dr.destination).values()) == [1, 2, 3]
+
+        dr.source.stop()
+        wait_until(
+            lambda: {d.state for d in dr.describe().values()} == {"FAILED"}, 60, "all FAILED"
+        )
+        dr.source.start()
+        _produce(dr.source, 30, "late")
+        response = dr._admin(
+            dr.destination, lambda c: start_mirror_topics(c, dr.mirror, [TOPIC], target=1)
+        )
+        assert [(t.name, t.error_code) for t in response.topics] == [(TOPIC, 0)]
+        dr.wait_in_sync()
+        for p in range(PARTITIONS):
+            assert dr.destination.leader_partition((TOPIC, p)).log_end_offset == 20
+            assert dr.describe()[(TOPIC, p)].failed_reason is None

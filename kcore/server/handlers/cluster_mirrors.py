@@ -114,9 +114,10 @@ def _altered_mirror(ctx, body) -> ClusterMirrorImage:
     return _mirror(ctx, body.mirror_name)
 
 
-async def _admit(ctx, operation: MirrorOperation, mirror: str, topics) -> list[tuple[str, int]]:
-    """Read the states of every partition of ``topics`` and admit ``operation``; returns the
-    FAILED ones (an accepted Start or Stop is their manual recovery, D-13)."""
+async def _admit(ctx, operation: MirrorOperation, mirror: str, topics) -> None:
+    """Read the states of every partition of ``topics`` and admit ``operation``. An accepted
+    Start or Stop of FAILED partitions is their manual recovery (D-13): the controller marks
+    the topics (``mirror.recovery.id``) and each partition's leader acts on it."""
     image = ctx.server.metadata_image
     partitions = [
         (t, p)
@@ -125,10 +126,9 @@ async def _admit(ctx, operation: MirrorOperation, mirror: str, topics) -> list[t
         for p in topic.partitions
     ]
     if not partitions:
-        return []
+        return
     states = await ctx.server.mirror_state_reader.read_states(mirror, partitions)
     check_operation(operation, mirror, states)
-    return [tp for tp, state in states.items() if state is MirrorPartitionState.FAILED]
 
 
 async def _forward(ctx, call):
@@ -204,15 +204,13 @@ async def start_mirror_topics(ctx, body: m.StartMirrorTopicsRequest):
                 except InvalidConfigError as e:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, e.message) from None
         request, refused = await _resolve_start(ctx, mirror, body)
-        failed = await _admit(
+        await _admit(
             ctx, MirrorOperation.START, mirror.name, [t.topic_name for t in request.topics]
         )
     except KafkaError as e:
         return _topic_response(R, body, e)
     response = await _forward(ctx, lambda c, now: c.start_mirror_topics(request))
     response.topics.extend(refused)
-    if not response.error_code:
-        ctx.server.mirror_manager.request_recovery(failed)
     return response
 
 
@@ -283,13 +281,10 @@ async def stop_mirror_topics(ctx, body: m.StopMirrorTopicsRequest):
                 for t in mirror.topics_in(MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED)
                 if mc.first_match(t, exclude) is not None
             ]
-        failed = await _admit(ctx, MirrorOperation.STOP, mirror.name, targets)
+        await _admit(ctx, MirrorOperation.STOP, mirror.name, targets)
     except KafkaError as e:
         return _topic_response(R, body, e)
-    response = await _forward(ctx, lambda c, now: c.stop_mirror_topics(body))
-    if not response.error_code:
-        ctx.server.mirror_manager.request_recovery(failed)
-    return response
+    return await _forward(ctx, lambda c, now: c.stop_mirror_topics(body))
 
 
 def _pause_or_resume(operation: MirrorOperation, response_cls, method: str):
