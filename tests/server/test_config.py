@@ -760,3 +760,16 @@ def test_embedded_cluster_refuses_an_ssl_listener_before_starting(tmp_path):
     with pytest.raises(InvalidConfigError, match=r"Listener PLAINTEXT://127\.0\.0\.1:\d+ uses"):
         cluster.start()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_broker_config_refuses_mirror_unclean_leader_election_until_replication():
+    # M-38's "wait for all replicas" has no meaning before #17: refused, never ignored.
+    assert BrokerConfig({}).value("mirror.support.unclean.leader.election") is False
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig({"mirror.support.unclean.leader.election": "true"})
+    assert err.value.key == "mirror.support.unclean.leader.election"
+    assert "not supported" in err.value.message and "#17" in err.value.message
+    # Nor may it be set at runtime: not a dynamic broker config (IncrementalAlterConfigs).
+    from kcore.metadata.config_control import is_dynamic_broker_config
+
+    assert not is_dynamic_broker_config("mirror.support.unclean.leader.election")
