@@ -49,7 +49,13 @@ import trio
 from kcore.client.cluster import KafkaClient
 from kcore.log.producer_state import AppendOrigin
 from kcore.mirror.batches import prepare_mirrored_batches
-from kcore.mirror.remote_endpoint import READ_COMMITTED, RemoteLeaderEndpoint, mirror_client_id
+from kcore.mirror.remote_endpoint import (
+    FETCH_KEY,
+    READ_COMMITTED,
+    RemoteLeaderEndpoint,
+    mirror_client_id,
+)
+from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import (
     AppendRecords,
     FetcherConfig,
@@ -68,6 +74,8 @@ from kcore.replica.fetcher import (
 from kcore.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+READ_COMMITTED_FETCH_VERSION = 4  # KIP-98: Fetch's isolation_level
 
 __all__ = [
     "MirrorFetchListener",
@@ -313,6 +321,8 @@ class MirrorFetcherManager:
         tps = list(tps)
         client = self.client(0)
         await client.refresh_metadata(sorted({t for t, _ in tps}))
+        for leader in sorted({client.metadata.leader_for(*tp) for tp in tps}):
+            await self._check_fetch_version(client, leader)
         states = {}
         for tp in tps:
             partition = self.replica_manager.partition_or_error(*tp)
@@ -325,6 +335,18 @@ class MirrorFetcherManager:
                 last_fetched_epoch=partition.latest_epoch,
             )
         self.manager.add_fetcher_for_partitions(states)
+
+    async def _check_fetch_version(self, client: KafkaClient, leader: int) -> None:
+        """D-19 needs READ_COMMITTED, which Fetch has from v4 (KIP-98): a source leader that
+        cannot do it is refused, and the partition FAILS saying so. Below v12 (M-28) the fetcher
+        leaves LastFetchedEpoch out and mirrors without divergence detection."""
+        version = (await client.connection(leader)).version_for(FETCH_KEY)
+        if version < READ_COMMITTED_FETCH_VERSION:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"source broker {leader} supports Fetch up to v{version}; a mirror needs v"
+                f"{READ_COMMITTED_FETCH_VERSION}+ to read committed data only (D-19)",
+            )
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Stop mirroring ``tps`` (M-32: on PAUSING and STOPPING); returns their fetch offsets."""

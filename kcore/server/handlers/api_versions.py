@@ -102,15 +102,24 @@ def _add_features(response: m.ApiVersionsResponse, version: int, features: Final
     response.finalized_features_epoch = features.epoch
 
 
+# ``kcore.testing.fetch.max.version`` caps what is advertised for Fetch: a kcore broker then
+# looks like a source older than KIP-595 (Fetch < 12) to a mirror's fetcher (M-28).
+_FETCH = 1
+
+
 def register(registry: HandlerRegistry) -> None:
     # (listener type, version) -> ((registry generation, features), the encoded answer)
     encoded: dict[tuple[str, int], tuple[tuple[int, FinalizedFeatures | None], EncodedResponse]]
     encoded = {}
 
-    def build(listener_type: str, version: int, features: FinalizedFeatures | None):
+    def build(listener_type: str, version: int, features, fetch_cap: int):
         response = m.ApiVersionsResponse(
             api_keys=[
-                m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                m.ApiVersionsResponse.ApiVersion(
+                    api_key=k,
+                    min_version=lo,
+                    max_version=min(hi, fetch_cap) if k == _FETCH and fetch_cap >= 0 else hi,
+                )
                 for k, lo, hi in registry.advertised(listener_type)
             ]
         )
@@ -136,6 +145,8 @@ def register(registry: HandlerRegistry) -> None:
         cached = encoded.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        answer = EncodedResponse(18, version, build(ctx.listener_type, version, features))
+        config = getattr(ctx.server, "config", None)
+        cap = -1 if config is None else config.value("kcore.testing.fetch.max.version")
+        answer = EncodedResponse(18, version, build(ctx.listener_type, version, features, cap))
         encoded[key] = (stamp, answer)
         return answer
