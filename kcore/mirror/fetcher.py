@@ -55,6 +55,7 @@ from kcore.mirror.remote_endpoint import (
     RemoteLeaderEndpoint,
     mirror_client_id,
 )
+from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import (
     AppendRecords,
@@ -253,7 +254,8 @@ class MirrorFetcherManager:
     ``clients(fetcher_number)`` returns the mirror's KafkaClient for that fetcher number; by
     default one client per number, built from ``bootstrap_servers`` and ``client_options``
     with the M-31 client id, so with ``num_fetchers=1`` (the default) the mirror has exactly
-    one connection pool (D-25). Use ``async with`` or ``await nursery.start(manager.run)``.
+    one connection pool (D-25). ``throttle`` is the broker's mirror replication throttle, shared
+    by every mirror (None: none). Use ``async with`` or ``await nursery.start(manager.run)``.
     """
 
     def __init__(
@@ -267,6 +269,7 @@ class MirrorFetcherManager:
         config: FetcherConfig = MIRROR_FETCHER_CONFIG,
         num_fetchers: int = 1,
         client_options: Mapping[str, object] | None = None,
+        throttle: MirrorThrottle | None = None,
     ) -> None:
         if config.isolation_level != READ_COMMITTED:
             raise ValueError("the mirror fetcher reads with READ_COMMITTED only (D-19)")
@@ -275,6 +278,7 @@ class MirrorFetcherManager:
         self.replica_manager = replica_manager
         self.bootstrap_servers = bootstrap_servers
         self._client_options = dict(client_options or {})
+        self.throttle = throttle
         self._clients: dict[int, KafkaClient] = {}
         self.handler = MirrorPartitionHandler(mirror, replica_manager, listener or _NoListener())
         self.manager = FetcherManager(
@@ -297,7 +301,7 @@ class MirrorFetcherManager:
         return client
 
     def _endpoint(self, leader_id: int, fetcher_number: int) -> RemoteLeaderEndpoint:
-        return RemoteLeaderEndpoint(self.client(fetcher_number), leader_id)
+        return RemoteLeaderEndpoint(self.client(fetcher_number), leader_id, throttle=self.throttle)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:

@@ -69,6 +69,7 @@ from kcore.mirror.events import (
 )
 from kcore.mirror.machine import MachineConfig, MirrorPartitionMachine
 from kcore.mirror.state import MirrorPartitionState, parse_mirror_name
+from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import build_end_txn_marker_batch, build_mirror_pid_reset_batch
@@ -95,6 +96,11 @@ class MirrorManager:
             failed_max_retries=broker.config.value("mirror.failed.max.retries"),
         )
         self._nursery: trio.Nursery | None = None
+        # mirror.replication.throttled.rate (M-116): one ceiling for every mirror on the broker,
+        # read at each fetch, so a dynamic change takes effect at once.
+        self.throttle = MirrorThrottle(
+            lambda: broker.dynamic_value("mirror.replication.throttled.rate")
+        )
         # The configs each running fetcher manager was opened with (M-68).
         self._connected_with: dict[str, dict[str, str]] = {}
 
@@ -211,6 +217,7 @@ class MirrorManager:
             configs[mc.BOOTSTRAP_SERVERS],
             listener=self,
             client_options=mc.client_settings(configs),
+            throttle=self.throttle,
         )
         self._connected_with.setdefault(mirror, configs)
         return fetcher

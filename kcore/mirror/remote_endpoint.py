@@ -13,6 +13,10 @@ from v13 topics go by id — the destination topic has the source's id (M-06). T
 sends OffsetsForLeaderEpoch (M-27: epochs do not compare across clusters):
 :meth:`RemoteLeaderEndpoint.epoch_end_offsets` refuses.
 
+With a :class:`~kcore.mirror.throttle.MirrorThrottle` (the broker's, shared by every mirror)
+each Fetch first waits out the throttle and asks for at most one second's worth of bytes, and
+its response's record bytes are counted against it (``mirror.replication.throttled.rate``).
+
 Each Fetch is a full, sessionless one (session epoch -1). Responses are parsed into the
 endpoint-neutral ``PartitionResponse``; the records stay memoryviews into the received frame.
 """
@@ -22,7 +26,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+import trio
+
 from kcore.client.cluster import KafkaClient
+from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
@@ -44,10 +51,18 @@ def mirror_client_id(broker_id: int, fetcher_number: int, mirror: str) -> str:
 class RemoteLeaderEndpoint:
     """One source broker as a fetcher's leader (see the module docstring)."""
 
-    def __init__(self, client: KafkaClient, broker_id: int, *, rack_id: str = "") -> None:
+    def __init__(
+        self,
+        client: KafkaClient,
+        broker_id: int,
+        *,
+        rack_id: str = "",
+        throttle: MirrorThrottle | None = None,
+    ) -> None:
         self.client = client
         self.broker_id = broker_id
         self.rack_id = rack_id
+        self.throttle = throttle
         self.fetch_version: int | None = None  # negotiated on first use
 
     @property
@@ -56,6 +71,12 @@ class RemoteLeaderEndpoint:
         return True
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, PartitionResponse]:
+        throttle = self.throttle
+        max_bytes, partition_max_bytes = plan.max_bytes, None
+        if throttle is not None:  # mirror.replication.throttled.rate (M-116)
+            await trio.sleep(throttle.delay(trio.current_time()))
+            max_bytes = throttle.max_bytes(plan.max_bytes)
+            partition_max_bytes = max_bytes
         conn = await self.client.connection(self.broker_id)
         version = conn.version_for(FETCH_KEY)
         self.fetch_version = version
@@ -72,7 +93,9 @@ class RemoteLeaderEndpoint:
                     current_leader_epoch=p.current_leader_epoch,
                     fetch_offset=p.fetch_offset,
                     last_fetched_epoch=p.last_fetched_epoch if with_epoch else -1,
-                    partition_max_bytes=p.partition_max_bytes,
+                    partition_max_bytes=min(
+                        p.partition_max_bytes, partition_max_bytes or p.partition_max_bytes
+                    ),
                 )
             )
             ids[p.topic] = p.topic_id
@@ -81,7 +104,7 @@ class RemoteLeaderEndpoint:
             replica_id=-1,  # a consumer fetch (M-26), bounded by the LSO (D-19)
             max_wait_ms=plan.max_wait_ms,
             min_bytes=plan.min_bytes,
-            max_bytes=plan.max_bytes,
+            max_bytes=max_bytes,
             isolation_level=plan.isolation_level,
             session_id=0,
             session_epoch=-1,
@@ -96,6 +119,9 @@ class RemoteLeaderEndpoint:
         response = await conn.request(body, version, timeout=timeout)
         if response.error_code:
             raise KafkaError(response.error_code, "Fetch from the source cluster failed")
+        if throttle is not None:
+            received = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
+            throttle.record(received, trio.current_time())
         out: dict[TopicPartition, PartitionResponse] = {}
         for t in response.responses:
             name = names.get(t.topic_id) if by_id else t.topic
