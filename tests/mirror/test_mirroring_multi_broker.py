@@ -8,9 +8,11 @@ from __future__ import annotations
 import signal
 
 import pytest
+import trio
 from confluent_kafka import Producer
 
 from kcore.client.mirrors import create_cluster_mirror, start_mirror_topics
+from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.testing import MirroredClusters, ProcessCluster
 
 from . import test_mirroring_faults as faults
@@ -20,6 +22,14 @@ from .test_mirror_fetcher import _assert_identical_batches
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "orders"
+RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT,
+    # The broker asked may not have the just-created mirror in its metadata image yet.
+    ErrorCode.MIRROR_NOT_FOUND,
+}
 PARTITIONS = 3
 
 
@@ -83,11 +93,35 @@ def test_mirroring_into_three_brokers_then_failover():
 
 
 def _leader_nodes(cluster, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's leader, once the metadata names them all (a new topic's may lag)."""
+
     async def main(client):
-        metadata = await client.refresh_metadata([topic])
-        return {p: metadata.leader_for(topic, p) for p in range(partitions)}
+        with trio.fail_after(30):
+            while True:
+                metadata = await client.refresh_metadata([topic])
+                try:
+                    return {p: metadata.leader_for(topic, p) for p in range(partitions)}
+                except KafkaError:
+                    await trio.sleep(0.1)
 
     return faults._admin(cluster, main)
+
+
+def _start_retrying(destination, topic: str) -> None:
+    """StartMirrorTopics, again while the fresh cluster's __mirror_state is still loading or
+    the broker asked has not seen the mirror's creation yet."""
+    seen = []
+
+    def started() -> bool:
+        response = faults._admin(destination, lambda c: start_mirror_topics(c, "dr", [topic]))
+        seen.append((response.error_code, response.error_message))
+        if response.error_code in RETRIABLE:
+            return False
+        assert response.error_code == 0, response.error_message
+        assert [t.error_code for t in response.topics] == [0], response.topics
+        return True
+
+    wait_until(started, 60, f"StartMirrorTopics accepted (answers: {seen[-3:]})")
 
 
 def test_mirroring_kill_9_of_a_destination_broker_that_leads_mirror_partitions(tmp_path):
@@ -108,10 +142,7 @@ def test_mirroring_kill_9_of_a_destination_broker_that_leads_mirror_partitions(t
         assert created.error_code == 0, created.error_message
         with faults.Load(source.bootstrap_servers) as load:
             wait_until(lambda: load.sent > 2000, 30, "a first backlog")
-            started = faults._admin(
-                destination, lambda c: start_mirror_topics(c, "dr", [faults.TOPIC])
-            )
-            assert [t.error_code for t in started.topics] == [0]
+            _start_retrying(destination, faults.TOPIC)
             leaders = _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)
             assert len(set(leaders.values())) > 1, leaders
             wait_until(
@@ -121,6 +152,7 @@ def test_mirroring_kill_9_of_a_destination_broker_that_leads_mirror_partitions(t
             destination.node(victim).kill(signal.SIGKILL)
             wait_until(lambda: load.sent > 8000, 60, "more writes while it is down")
             destination.node(victim).start()
+        _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)  # the victim leads again
         faults._in_sync(source, destination, "dr")
         assert _leader_nodes(destination, faults.TOPIC, faults.PARTITIONS)[0] == victim
 

@@ -66,6 +66,7 @@ EXTENSIONS: dict[tuple[str, str], dict[str, str]] = {
         "Topics[].Partitions[].PreviousState": "A-7",
         "Topics[].Partitions[].RetryAttempt": "A-7",
         "Topics[].Partitions[].Reason": "D-13",
+        "Topics[].Partitions[].LeaderEpoch": "D-14: a former partition leader is fenced",
     },
     ("ReadMirrorStates", "response"): {"Topics[].Partitions[].Reason": "D-13"},
 }
