@@ -43,15 +43,22 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "print the records of a topic on standard output (kafka-console-consumer.sh)",
     ),
+    "configs": (
+        "configs",
+        "main",
+        "describe and alter topic, broker and cluster-mirror configs (kafka-configs.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``kcore`` parser; ``parser.commands`` maps a subcommand to its own parser."""
     parser = argparse.ArgumentParser(prog="kcore", description="kcore: a Kafka-compatible broker")
     parser.add_argument("--version", action="version", version=f"kcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.commands = {}  # type: ignore[attr-defined]
     for name, (module, _, help_text) in COMMANDS.items():
         mod = importlib.import_module(f"kcore.commands.{module}")
         # A tool that prints Kafka's own --help text (joptsimple's layout) declares ADD_HELP.
@@ -59,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text, add_help=add_help)
         if hasattr(mod, "add_arguments") and module != "info":
             mod.add_arguments(command)
+        parser.commands[name] = command  # type: ignore[attr-defined]
     return parser
 
 
@@ -72,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(mod, "ONE_LINE_ERRORS", False):  # the tool's bad flags: one line
                 print(f"kcore {args.command}: error: {message} (see --help)", file=sys.stderr)
                 return 2
+            # Else the subcommand's parser reports it (one line for the joptsimple-style tools).
+            parser.commands[args.command].error(message)  # type: ignore[attr-defined]
         parser.error(message)
     if args.command is None:
         parser.print_help()

@@ -37,12 +37,16 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "ConfigResourceType",
+    "AlterConfigOp",
     "NewTopic",
     "api_versions",
     "create_topics",
+    "delete_records",
     "delete_topics",
     "describe_configs",
+    "describe_log_dirs",
     "fetch",
+    "incremental_alter_configs",
     "list_offsets",
     "produce",
 ]
@@ -66,6 +70,16 @@ class ConfigResourceType(enum.IntEnum):
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
     GROUP = 32
+    CLUSTER_MIRROR = 64  # kcore's cluster-mirror configs (spec M-106)
+
+
+class AlterConfigOp(enum.IntEnum):
+    """IncrementalAlterConfigs ``ConfigOperation``."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
 
 
 @dataclass(frozen=True)
@@ -182,6 +196,92 @@ async def describe_configs(
         include_documentation=include_documentation,
     )
     return await client.request(target, body)
+
+
+async def incremental_alter_configs(
+    client: KafkaClient,
+    resources: Mapping[tuple[int, str], Iterable[tuple[str, int, str | None]]],
+    *,
+    validate_only: bool = False,
+    target: Target | None = None,
+) -> Any:
+    """IncrementalAlterConfigs of ``{(resource_type, name): [(key, AlterConfigOp, value)]}``.
+
+    Like :func:`describe_configs`, a broker resource goes to that broker (a cluster-wide default,
+    name ``""``, and the other types to any broker, which forwards to the controller). Returns
+    the response; each resource's error is in ``response.responses``.
+    """
+    wanted = {(int(kind), name): list(ops) for (kind, name), ops in resources.items()}
+    if target is None:
+        target = next(
+            (int(name) for kind, name in wanted if kind == ConfigResourceType.BROKER and name),
+            "any",
+        )
+    R = m.IncrementalAlterConfigsRequest
+    body = R(
+        resources=[
+            R.AlterConfigsResource(
+                resource_type=kind,
+                resource_name=name,
+                configs=[
+                    R.AlterableConfig(name=key, config_operation=int(op), value=value)
+                    for key, op, value in ops
+                ],
+            )
+            for (kind, name), ops in wanted.items()
+        ],
+        validate_only=validate_only,
+    )
+    return await client.request(target, body)
+
+
+async def delete_records(
+    client: KafkaClient,
+    offsets: Mapping[tuple[str, int], int],
+    *,
+    timeout_ms: int = 30_000,
+) -> dict[tuple[str, int], Any]:
+    """DeleteRecords: move the log start offset of each ``(topic, partition)`` up to its offset
+    (-1: the high watermark). One request per partition leader; returns ``{(topic, partition):
+    DeleteRecordsPartitionResult}`` (``.low_watermark``, ``.error_code``)."""
+    by_leader: dict[int, list[tuple[tuple[str, int], int]]] = {}
+    for tp, offset in offsets.items():
+        leader = await client.find_leader(*tp)
+        by_leader.setdefault(leader, []).append((tp, offset))
+    D = m.DeleteRecordsRequest
+    out: dict[tuple[str, int], Any] = {}
+    for leader, items in by_leader.items():
+        body = D(
+            topics=[
+                D.DeleteRecordsTopic(
+                    name=topic,
+                    partitions=[
+                        D.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in plist
+                    ],
+                )
+                for topic, plist in _by_topic(items).items()
+            ],
+            timeout_ms=timeout_ms,
+        )
+        response = await client.request(leader, body)
+        for t in response.topics:
+            for p in t.partitions:
+                out[(t.name, p.partition_index)] = p
+    return out
+
+
+async def describe_log_dirs(
+    client: KafkaClient, broker: int, topics: Mapping[str, Iterable[int]] | None = None
+) -> Any:
+    """DescribeLogDirs at ``broker``: every partition it holds (``topics`` None) or the named
+    ``{topic: partitions}``. Returns the response (``.results``: one per log directory)."""
+    D = m.DescribeLogDirsRequest
+    body = D(
+        topics=None
+        if topics is None
+        else [D.DescribableLogDirTopic(topic=t, partitions=list(ps)) for t, ps in topics.items()]
+    )
+    return await client.request(broker, body)
 
 
 async def _leader_of_all(client: KafkaClient, partitions: Iterable[tuple[str, int]]) -> int:

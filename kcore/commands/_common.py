@@ -17,7 +17,13 @@ import trio
 
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
+from kcore.properties import load_properties
 from kcore.protocol.errors import KafkaError, error_info
+
+# --command-config keys kcore's admin client honours; anything else is refused rather than
+# ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
+COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
+DEFAULT_TIMEOUT_MS = 30_000
 
 
 class Refused(Exception):
@@ -28,6 +34,45 @@ def error_text(code: int, message: str | None = None) -> str:
     """``"NAME: message"`` for a Kafka error code (the code's description without a message)."""
     name, _, default = error_info(code)
     return f"{name}: {message or default}"
+
+
+def command_config(path: str | None) -> dict[str, str]:
+    """The settings of a ``--command-config`` file (none: empty): only what kcore's admin
+    client honours (:data:`COMMAND_CONFIG_KEYS`, and ``security.protocol=PLAINTEXT``).
+
+    Raises:
+        Refused: the file cannot be read, or names a setting the client cannot honour.
+    """
+    if path is None:
+        return {}
+    try:
+        props = load_properties(path)
+    except (OSError, ValueError) as e:
+        raise Refused(f"--command-config: cannot read {path}: {e}") from None
+    if props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+        raise Refused(
+            f"security.protocol={props['security.protocol']} is not supported by kcore's admin "
+            "client (PLAINTEXT only)"
+        )
+    props.pop("security.protocol", None)
+    unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
+    if unknown:
+        raise Refused(
+            f"--command-config: kcore's admin client does not support {', '.join(unknown)}"
+        )
+    return props
+
+
+def apply_command_config(args: argparse.Namespace) -> None:
+    """Set ``args.timeout`` (ms) and ``args.client_id`` from ``args.command_config`` for
+    :func:`run_command`. Raises :class:`Refused` as :func:`command_config` does."""
+    props = command_config(args.command_config)
+    timeout = props.get("default.api.timeout.ms", props.get("request.timeout.ms", "0"))
+    try:
+        args.timeout = int(timeout) or DEFAULT_TIMEOUT_MS
+    except ValueError:
+        raise Refused(f"--command-config: {timeout!r} is not a timeout in ms") from None
+    args.client_id = props.get("client.id")
 
 
 def _cells(headers: Sequence[str], rows: Iterable[Sequence[Any]], none: str):
@@ -72,7 +117,7 @@ def run_command(
     async def run() -> int:
         async with KafkaClient(
             args.bootstrap_server,
-            client_id=f"kcore-{name}",
+            client_id=getattr(args, "client_id", None) or f"kcore-{name}",
             request_timeout=args.timeout / 1000,
         ) as client:
             return await action(client, args)

@@ -42,7 +42,7 @@ import trio
 from kcore import __version__
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, error_text, run_command
+from kcore.commands._common import Refused, apply_command_config, error_text, run_command
 from kcore.metadata.topic_names import validate_topic_name
 from kcore.properties import load_properties
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -93,11 +93,6 @@ Option                                  Description
 DEFAULT_WAIT_FOR_SYNC_MS = 300_000
 
 ACTIONS = ("create", "start", "stop", "pause", "resume", "delete", "list", "describe")
-
-# --command-config keys kcore's admin client honours; anything else is refused rather than
-# ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
-COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
-DEFAULT_TIMEOUT_MS = 30_000
 
 ACTION_LINES = {
     "start": "Started {n} mirror topic(s) in mirror {mirror}: [{topics}]",
@@ -177,24 +172,6 @@ def _names(entries: list[str]) -> list[str]:
     return names
 
 
-def _command_config(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    props = load_properties(path)
-    if props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
-        raise Refused(
-            f"security.protocol={props['security.protocol']} is not supported by kcore's admin "
-            "client (PLAINTEXT only)"
-        )
-    props.pop("security.protocol", None)
-    unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
-    if unknown:
-        raise Refused(
-            f"--command-config: kcore's admin client does not support {', '.join(unknown)}"
-        )
-    return props
-
-
 def main(args: argparse.Namespace) -> int:
     if args.help:
         sys.stdout.write(HELP)
@@ -203,12 +180,10 @@ def main(args: argparse.Namespace) -> int:
         print(__version__)
         return 0
     try:
-        props = _command_config(args.command_config)
-    except (Refused, OSError, ValueError) as e:
+        apply_command_config(args)
+    except Refused as e:
         print(f"kcore cluster-mirrors: {e}", file=sys.stderr)
         return 1
-    args.timeout = int(props.get("default.api.timeout.ms", props.get("request.timeout.ms", 0)))
-    args.timeout = args.timeout or DEFAULT_TIMEOUT_MS
     return run_command("cluster-mirrors", args, _usage, _run)
 
 

@@ -129,10 +129,12 @@ def _broker_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeCon
     image_configs = broker.metadata_image.configs
     # Kafka's precedence: this broker's dynamic value, the cluster-wide dynamic default,
     # server.properties, the default (DynamicBrokerConfig's class comment).
+    # The default resource (name "") is what every broker inherits, as Kafka describes it:
+    # without any one broker's own values.
     dynamic_layers = (
         (image_configs.broker(broker.node_id), ConfigSource.DYNAMIC_BROKER_CONFIG),
         (image_configs.cluster_defaults(), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-    )
+    )[1 if resource.resource_name == "" else 0 :]
     names = list(BROKER_CONFIGS)
     for layer, _ in dynamic_layers:
         names += sorted(k for k in layer if k not in BROKER_CONFIGS and k not in names)
