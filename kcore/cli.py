@@ -48,6 +48,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "describe and alter topic, broker and cluster-mirror configs (kafka-configs.sh)",
     ),
+    "acls": ("acls", "main", "add, remove and list ACLs (kafka-acls.sh)"),
+    "features": (
+        "features",
+        "main",
+        "describe, upgrade, downgrade and disable feature flags (kafka-features.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }

@@ -49,6 +49,7 @@ __all__ = [
     "incremental_alter_configs",
     "list_offsets",
     "produce",
+    "update_features",
 ]
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).
@@ -282,6 +283,35 @@ async def describe_log_dirs(
         else [D.DescribableLogDirTopic(topic=t, partitions=list(ps)) for t, ps in topics.items()]
     )
     return await client.request(broker, body)
+
+
+async def update_features(
+    client: KafkaClient,
+    updates: Mapping[str, tuple[int, int]],
+    *,
+    validate_only: bool = False,
+    timeout_ms: int = 60_000,
+    target: Target = "any",
+) -> Any:
+    """UpdateFeatures of ``{feature: (max version level, upgrade type)}`` (upgrade types:
+    :class:`kcore.metadata.features.UpgradeType`; v0 knows only "allow downgrade"). Any broker
+    forwards it to the controller. Returns the response: v2 answers in its top-level error
+    only, v0-1 per feature as well."""
+    U = m.UpdateFeaturesRequest
+    body = U(
+        timeout_ms=timeout_ms,
+        feature_updates=[
+            U.FeatureUpdateKey(
+                feature=name,
+                max_version_level=level,
+                allow_downgrade=upgrade_type != 1,
+                upgrade_type=upgrade_type,
+            )
+            for name, (level, upgrade_type) in updates.items()
+        ],
+        validate_only=validate_only,
+    )
+    return await client.request(target, body)
 
 
 async def _leader_of_all(client: KafkaClient, partitions: Iterable[tuple[str, int]]) -> int:

@@ -120,7 +120,7 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
     its usage line first). ``kcore.cli`` sends unknown options of a subcommand here too."""
 
     def error(message: str):
-        name = parser.prog.split()[-1]
+        name = " ".join(parser.prog.split()[1:]) or parser.prog  # "kcore features describe"
         print(f"kcore {name}: {message} (see kcore {name} --help)", file=sys.stderr)
         raise SystemExit(2)
 
