@@ -54,6 +54,21 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "describe, upgrade, downgrade and disable feature flags (kafka-features.sh)",
     ),
+    "get-offsets": (
+        "get_offsets",
+        "main",
+        "print the offsets of topic partitions at a time (kafka-get-offsets.sh)",
+    ),
+    "delete-records": (
+        "delete_records",
+        "main",
+        "delete the records of partitions below an offset (kafka-delete-records.sh)",
+    ),
+    "log-dirs": (
+        "log_dirs",
+        "main",
+        "describe the log directories of brokers (kafka-log-dirs.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }
