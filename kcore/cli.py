@@ -69,6 +69,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "describe the log directories of brokers (kafka-log-dirs.sh)",
     ),
+    "metadata-quorum": (
+        "metadata_quorum",
+        "main",
+        "describe the metadata quorum's status and replication (kafka-metadata-quorum.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }

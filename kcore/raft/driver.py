@@ -67,6 +67,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,19 @@ def register_raft_handlers(
 
     for api_key, lo, hi in RAFT_APIS:
         registry.register(api_key, lo, hi, listeners=listeners)(handler)
+
+
+def _to_wall_clock(response: m.DescribeQuorumResponse, offset_ms: int) -> None:
+    """DescribeQuorum's LastFetchTimestamp and LastCaughtUpTimestamp are epoch milliseconds in
+    Kafka; the core keeps them on this driver's clock (``_now``): shift them by ``offset_ms``
+    (-1, unknown, stays -1)."""
+    for topic in response.topics:
+        for part in topic.partitions:
+            for replica in (*part.current_voters, *part.observers):
+                if replica.last_fetch_timestamp >= 0:
+                    replica.last_fetch_timestamp += offset_ms
+                if replica.last_caught_up_timestamp >= 0:
+                    replica.last_caught_up_timestamp += offset_ms
 
 
 class RaftDriver:
@@ -741,6 +755,8 @@ class RaftDriver:
             self._responses.pop(token, None)
         if waiter.error is not None:
             raise waiter.error
+        if isinstance(waiter.response, m.DescribeQuorumResponse):
+            _to_wall_clock(waiter.response, round(time.time() * 1000) - self._now())
         return waiter.response
 
     def register_handlers(

@@ -222,6 +222,24 @@ class ControllerChannel:
             f"{forwarded.api.method} not answered by a controller in {timeout} s: {last_error}",
         )
 
+    async def send_to_leader(self, request: Any, api_version: int) -> Any:
+        """Send ``request`` as it is to the quorum leader's controller listener and return
+        its answer (DescribeQuorum, which only the leader answers). No retries.
+
+        Raises:
+            KafkaError: NOT_CONTROLLER when no leader is known (or it has no address here),
+                REQUEST_TIMED_OUT when it cannot be reached.
+        """
+        leader = self.quorum.leader_and_epoch.leader_id
+        if leader is None or leader not in self.addresses:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no quorum leader known")
+        try:
+            conn = await self._connection(leader)
+            return await conn.request(request, api_version, timeout=REQUEST_TIMEOUT_S)
+        except ClientError as e:
+            await self._drop(leader)
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"controller {leader}: {e}") from None
+
     async def _send(self, leader: int, forwarded: ForwardedCall) -> Any:
         conn = await self._connection(leader)
         return await conn.request(

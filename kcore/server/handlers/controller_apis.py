@@ -28,7 +28,8 @@ caller; a broker that forwards one has checked it, and the partition states, alr
 UpdateFeatures and the partition-reassignment APIs are also served on BROKER listeners, as Kafka
 brokers do (``kafka-features.sh`` / ``kafka-reassign-partitions.sh --bootstrap-server`` and admin
 clients send them to any broker): the operation on the cluster is checked there, and the request
-is forwarded to the active controller.
+is forwarded to the active controller. So is DescribeQuorum (``kafka-metadata-quorum.sh
+--bootstrap-server``), which the quorum leader answers.
 """
 
 from __future__ import annotations
@@ -197,10 +198,27 @@ def register(registry: HandlerRegistry) -> None:
 
 
 def register_forwarded(registry: HandlerRegistry) -> None:
-    """Serve :data:`BROKER_FORWARDED` on BROKER listeners (a node with the broker role)."""
+    """Serve :data:`BROKER_FORWARDED` on BROKER listeners (a node with the broker role), and
+    DescribeQuorum (:func:`describe_quorum`)."""
     for method in BROKER_FORWARDED:
         api = CONTROLLER_APIS[method]
         registry.register(api.api_key, listeners=(BROKER,))(_forwarding(api))
+    registry.register(DESCRIBE_QUORUM, 0, 2, listeners=(BROKER,))(describe_quorum)
+
+
+DESCRIBE_QUORUM = 55
+
+
+async def describe_quorum(ctx, body: m.DescribeQuorumRequest) -> m.DescribeQuorumResponse:
+    """DescribeQuorum on a broker listener, as Kafka's brokers serve it for
+    ``kafka-metadata-quorum.sh --bootstrap-server``: with DESCRIBE on the cluster, answered by
+    the quorum leader — this node's Raft when it leads, else the leader's controller listener,
+    the request passed on as it is (no retries: the leader's answer, or REQUEST_TIMED_OUT)."""
+    _require_on_cluster(ctx, AclOperation.DESCRIBE)
+    server = ctx.server
+    if server.quorum.leader_and_epoch.leader_id == server.node_id:
+        return await server.quorum.handle(DESCRIBE_QUORUM, ctx.version, body)
+    return await server.controller_channel.send_to_leader(body, ctx.version)
 
 
 # The controller APIs a broker listener serves as well (Kafka's brokers forward them), each
