@@ -90,7 +90,13 @@ OPTIONS = [
         "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. The following is a list of valid "
         "configurations: "
         + _valid_keys("topics", TOPIC_CONFIGS)
-        + _valid_keys("brokers", BROKER_DYNAMIC_CONFIGS)
+        + _valid_keys(
+            "brokers",
+            {
+                *BROKER_DYNAMIC_CONFIGS,
+                *(s.name for k in TOPIC_CONFIGS.values() for s in k.synonyms),
+            },
+        )
         + _valid_keys(
             "cluster-mirrors", [*mirror_configs.MIRROR_KEYS, *mirror_configs.CLIENT_KEYS]
         ).rstrip("\n"),

@@ -13,7 +13,6 @@ import sys
 from kcore.commands.server import add_arguments as add_server_arguments
 from kcore.log.config import InvalidConfigError
 from kcore.log.log_dirs import random_uuid, uuid_to_base64
-from kcore.server.broker import ensure_formatted
 from kcore.server.config import BrokerConfig
 
 
@@ -25,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.config, args.override)
+        # Imported here: the whole broker is a second of imports every other kcore command
+        # (they all build their parsers from this package) would pay for.
+        from kcore.server.broker import ensure_formatted
+
         cluster_id = ensure_formatted(config, args.cluster_id)
     except (InvalidConfigError, OSError, ValueError) as e:
         print(f"kcore format: {e}", file=sys.stderr)
