@@ -260,7 +260,7 @@ def block(title: str, acls: Iterable[AclBinding]) -> str:
     """Kafka's ``s"$title: $Newline ${acls.map("\\t" + _).mkString(Newline)} $Newline"``
     printed with println: the title, the ACL lines, then an empty line."""
     body = "\n".join("\t" + entry_text(a) for a in acls)
-    return f"{title}: \n {body} \n"
+    return f"{title}: \n {body} \n\n"
 
 
 # -- the command line ----------------------------------------------------------------------
