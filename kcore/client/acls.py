@@ -16,30 +16,36 @@ from typing import Any
 
 from kcore.client.cluster import KafkaClient, Target
 from kcore.metadata.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from kcore.metadata.image import StandardAcl
 from kcore.protocol import messages as m
 
-__all__ = ["AclBinding", "AclBindingFilter", "create_acls", "delete_acls", "describe_acls"]
+__all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "create_acls",
+    "delete_acls",
+    "describe_acls",
+    "exact_filter",
+    "pattern_of",
+]
 
 
-@dataclass(frozen=True, order=True)
-class AclBinding:
-    """One ACL: ``principal`` (``User:alice``) may (ALLOW) or may not (DENY) do ``operation``
-    from ``host`` (``*``: any) on the resources matching the pattern."""
+# One ACL: ``principal`` (``User:alice``) may (ALLOW) or may not (DENY) do ``operation`` from
+# ``host`` (``*``: any) on the resources matching the pattern — the metadata image's own record.
+AclBinding = StandardAcl
 
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
 
-    def pattern(self) -> tuple[int, str, int]:
-        return (self.resource_type, self.resource_name, self.pattern_type)
+def pattern_of(acl: AclBinding) -> tuple[int, str, int]:
+    """The ACL's resource pattern: (resource type, name, pattern type)."""
+    return (acl.resource_type, acl.resource_name, acl.pattern_type)
 
-    def to_filter(self) -> AclBindingFilter:
-        """The filter matching exactly this ACL."""
-        return AclBindingFilter(*(getattr(self, f) for f in self.__dataclass_fields__))
+
+def exact_filter(acl: AclBinding) -> AclBindingFilter:
+    """The filter matching exactly this ACL."""
+    return AclBindingFilter(
+        acl.resource_type, acl.resource_name, acl.pattern_type, acl.principal, acl.host,
+        acl.operation, acl.permission_type,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,19 @@ class AclBindingFilter:
     host: str | None = None
     operation: int = int(AclOperation.ANY)
     permission_type: int = int(AclPermissionType.ANY)
+
+
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as DescribeAcls and DeleteAcls spell it (the same fields in both)."""
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": f.resource_name,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation,
+        "permission_type": f.permission_type,
+    }
 
 
 def _bindings(resources: Iterable[Any]) -> list[AclBinding]:
@@ -99,16 +118,7 @@ async def describe_acls(
     client: KafkaClient, acl_filter: AclBindingFilter, *, target: Target = "any"
 ) -> tuple[Any, list[AclBinding]]:
     """DescribeAcls: ``(response, the matching ACLs)`` (check ``response.error_code``)."""
-    f = acl_filter
-    body = m.DescribeAclsRequest(
-        resource_type_filter=f.resource_type,
-        resource_name_filter=f.resource_name,
-        pattern_type_filter=f.pattern_type,
-        principal_filter=f.principal,
-        host_filter=f.host,
-        operation=f.operation,
-        permission_type=f.permission_type,
-    )
+    body = m.DescribeAclsRequest(**_filter_fields(acl_filter))
     response = await client.request(target, body)
     return response, _bindings(response.resources)
 
@@ -119,18 +129,5 @@ async def delete_acls(
     """DeleteAcls; ``response.filter_results[i]`` answers ``filters[i]`` with the ACLs it
     deleted (``.matching_acls``)."""
     D = m.DeleteAclsRequest
-    body = D(
-        filters=[
-            D.DeleteAclsFilter(
-                resource_type_filter=f.resource_type,
-                resource_name_filter=f.resource_name,
-                pattern_type_filter=f.pattern_type,
-                principal_filter=f.principal,
-                host_filter=f.host,
-                operation=f.operation,
-                permission_type=f.permission_type,
-            )
-            for f in filters
-        ]
-    )
+    body = D(filters=[D.DeleteAclsFilter(**_filter_fields(f)) for f in filters])
     return await client.request(target, body)

@@ -15,6 +15,7 @@ from typing import Any
 
 import trio
 
+from kcore import __version__
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
 from kcore.properties import load_properties
@@ -97,6 +98,38 @@ def tab_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(
         "".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) for r in cells
     )
+
+
+def run_tool(
+    name: str,
+    args: argparse.Namespace,
+    usage: Callable[[argparse.Namespace], str | None],
+    action: Callable[[KafkaClient, argparse.Namespace], Awaitable[int]],
+    *,
+    help_text: str | None = None,
+    prepare: Callable[[argparse.Namespace], None] | None = None,
+    refused_prefix: str | None = None,
+) -> int:
+    """A Kafka-style tool's ``main``: ``--help`` / ``--version`` when the tool prints its own
+    ``help_text``; then ``--command-config`` and ``prepare(args)`` (reading files, parsing
+    values), where :class:`Refused` is printed after ``refused_prefix`` (default ``"kcore
+    NAME: "``) with exit status 1; then :func:`run_command`."""
+    if help_text is not None:
+        if getattr(args, "help", False):
+            sys.stdout.write(help_text)
+            return 0
+        if getattr(args, "version", False):
+            print(__version__)
+            return 0
+    try:
+        apply_command_config(args)
+        if prepare is not None:
+            prepare(args)
+    except Refused as e:
+        prefix = f"kcore {name}: " if refused_prefix is None else refused_prefix
+        print(f"{prefix}{e}", file=sys.stderr)
+        return 1
+    return run_command(name, args, usage, action)
 
 
 def run_command(

@@ -22,8 +22,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcore import __version__
-
 COLUMN = 38  # the width of each column
 SEPARATOR = 2  # spaces between the columns: the description starts at column 40
 
@@ -125,18 +123,6 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
         raise SystemExit(2)
 
     parser.error = error  # type: ignore[method-assign]
-
-
-def help_or_version(args: argparse.Namespace, text: str) -> int | None:
-    """Kafka's ``CommandLineUtils.maybePrintHelpOrVersion``: 0 after printing ``--help`` or
-    ``--version``, else None."""
-    if getattr(args, "help", False):
-        sys.stdout.write(text)
-        return 0
-    if getattr(args, "version", False):
-        print(__version__)
-        return 0
-    return None
 
 
 def split_list(value: str | None) -> list[str]:

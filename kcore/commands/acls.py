@@ -33,10 +33,18 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from kcore.client.acls import AclBinding, AclBindingFilter, create_acls, delete_acls, describe_acls
+from kcore.client.acls import (
+    AclBinding,
+    AclBindingFilter,
+    create_acls,
+    delete_acls,
+    describe_acls,
+    exact_filter,
+    pattern_of,
+)
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
-from kcore.commands._joptsimple import Option, add_options, help_or_version, help_text, repeated
+from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text, repeated
 from kcore.metadata.acls import (
     CLUSTER_RESOURCE_NAME,
     AclOperation,
@@ -420,15 +428,7 @@ def _resource_acls(args) -> dict[Pattern, list[tuple[str, str, int, int]]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    done = help_or_version(args, HELP)
-    if done is not None:
-        return done
-    try:
-        apply_command_config(args)
-    except Refused as e:
-        print(f"kcore acls: {e}", file=sys.stderr)
-        return 1
-    return run_command("acls", args, _usage, _run)
+    return run_tool("acls", args, _usage, _run, help_text=HELP)
 
 
 # -- the actions ---------------------------------------------------------------------------
@@ -475,7 +475,7 @@ async def _remove(client: KafkaClient, args) -> int:
         else:
             listed = "\n".join("\t" + entry_text(a) for a in acls)
             question = f"Are you sure you want to remove ACLs: \n {listed} \n from resource filter `{shown}`? (y/n)"  # fmt: skip
-            filters = [a.to_filter() for a in acls]
+            filters = [exact_filter(a) for a in acls]
         if not _confirm(args, question):
             continue
         response = await delete_acls(client, filters)
@@ -494,9 +494,9 @@ async def _list(client: KafkaClient, args) -> int:
         if response.error_code:
             raise _failed(response.error_code, response.error_message)
         for acl in acls:
-            found.setdefault(acl.pattern(), [])
-            if acl not in found[acl.pattern()]:
-                found[acl.pattern()].append(acl)
+            same = found.setdefault(pattern_of(acl), [])
+            if acl not in same:
+                same.append(acl)
     listed = sorted(found.items(), key=lambda item: (item[0][0], item[0][1], item[0][2]))
     if args.principal is None:
         _print_resource_acls(listed)

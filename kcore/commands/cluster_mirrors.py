@@ -39,10 +39,9 @@ from typing import Any
 
 import trio
 
-from kcore import __version__
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
+from kcore.commands._common import Refused, error_text, run_tool
 from kcore.metadata.topic_names import validate_topic_name
 from kcore.properties import load_properties
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -173,18 +172,7 @@ def _names(entries: list[str]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.help:
-        sys.stdout.write(HELP)
-        return 0
-    if args.version:
-        print(__version__)
-        return 0
-    try:
-        apply_command_config(args)
-    except Refused as e:
-        print(f"kcore cluster-mirrors: {e}", file=sys.stderr)
-        return 1
-    return run_command("cluster-mirrors", args, _usage, _run)
+    return run_tool("cluster-mirrors", args, _usage, _run, help_text=HELP)
 
 
 async def _run(client: KafkaClient, args: argparse.Namespace) -> int:

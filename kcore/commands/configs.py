@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +44,8 @@ from kcore.client.admin import (
     incremental_alter_configs,
 )
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
-from kcore.commands._joptsimple import Option, add_options, help_or_version, help_text
+from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text
 from kcore.log.config import TOPIC_CONFIGS, ConfigSource
 from kcore.metadata import mirror_configs
 from kcore.metadata.config_control import BROKER_DYNAMIC_CONFIGS
@@ -281,15 +280,7 @@ def _configs_to_delete(args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    done = help_or_version(args, HELP)
-    if done is not None:
-        return done
-    try:
-        apply_command_config(args)
-    except Refused as e:
-        print(f"kcore configs: {e}", file=sys.stderr)
-        return 1
-    return run_command("configs", args, _usage, _run)
+    return run_tool("configs", args, _usage, _run, help_text=HELP)
 
 
 async def _run(client: KafkaClient, args: argparse.Namespace) -> int:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from kcore.client.admin import delete_records
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
-from kcore.commands._joptsimple import Option, add_options, help_or_version, help_text
+from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text
 from kcore.protocol.errors import ErrorCode
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
@@ -112,21 +111,20 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    done = help_or_version(args, HELP)
-    if done is not None:
-        return done
+    return run_tool(
+        "delete-records", args, _usage, _run, help_text=HELP, prepare=_read_offsets,
+        refused_prefix="",
+    )  # fmt: skip
+
+
+def _read_offsets(args: argparse.Namespace) -> None:
+    if args.offset_json_file is None:
+        return  # _usage says it is missing
     try:
-        apply_command_config(args)
-        if args.offset_json_file is not None:
-            try:
-                with open(args.offset_json_file, encoding="utf-8") as f:
-                    args.offsets = parse_offset_json(f.read())
-            except OSError as e:
-                raise Refused(f"Cannot read {args.offset_json_file}: {e.strerror}") from None
-    except Refused as e:
-        print(e, file=sys.stderr)
-        return 1
-    return run_command("delete-records", args, _usage, _run)
+        with open(args.offset_json_file, encoding="utf-8") as f:
+            args.offsets = parse_offset_json(f.read())
+    except OSError as e:
+        raise Refused(f"Cannot read {args.offset_json_file}: {e.strerror}") from None
 
 
 async def _run(client: KafkaClient, args: argparse.Namespace) -> int:

@@ -29,11 +29,10 @@ cluster refused; 2 for a usage error.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from kcore.client.admin import api_versions, update_features
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
+from kcore.commands._common import Refused, error_text, run_tool
 from kcore.commands._joptsimple import one_line_errors
 from kcore.metadata.features import METADATA_VERSIONS, UpgradeType
 from kcore.metadata.image import METADATA_VERSION
@@ -135,14 +134,12 @@ def _usage(args: argparse.Namespace) -> str | None:
 def main(args: argparse.Namespace) -> int:
     if args.bootstrap_controller:
         args.bootstrap_server = args.bootstrap_controller
-    try:
-        apply_command_config(args)
+
+    def prepare(args: argparse.Namespace) -> None:
         if args.feature_command in ("upgrade", "downgrade", "disable"):
             args.updates = _updates(args)
-    except Refused as e:
-        print(e, file=sys.stderr)
-        return 1
-    return run_command("features", args, _usage, _run)
+
+    return run_tool("features", args, _usage, _run, prepare=prepare, refused_prefix="")
 
 
 def _updates(args: argparse.Namespace) -> dict[str, tuple[int, int]]:

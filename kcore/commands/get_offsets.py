@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 from kcore.client.admin import list_offsets
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
-from kcore.commands._joptsimple import Option, add_options, help_or_version, help_text
+from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
 
@@ -170,17 +170,14 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    done = help_or_version(args, HELP)
-    if done is not None:
-        return done
-    try:
-        apply_command_config(args)
+    def prepare(args: argparse.Namespace) -> None:
         args.timestamp = parse_time(args.time or "latest")
         args.wanted = partition_filter(args)
-    except Refused as e:
-        print(f"Error occurred: {e}", file=sys.stderr)
-        return 1
-    return run_command("get-offsets", args, _usage, _run)
+
+    return run_tool(
+        "get-offsets", args, _usage, _run, help_text=HELP, prepare=prepare,
+        refused_prefix="Error occurred: ",
+    )  # fmt: skip
 
 
 async def _run(client: KafkaClient, args: argparse.Namespace) -> int:

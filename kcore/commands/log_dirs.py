@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from kcore.client.admin import describe_log_dirs
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command
-from kcore.commands._joptsimple import Option, add_options, help_or_version, help_text, split_list
+from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text, split_list
 from kcore.protocol.errors import ErrorCode
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
@@ -88,15 +87,7 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    done = help_or_version(args, HELP)
-    if done is not None:
-        return done
-    try:
-        apply_command_config(args)
-    except Refused as e:
-        print(f"kcore log-dirs: {e}", file=sys.stderr)
-        return 1
-    return run_command("log-dirs", args, _usage, _run)
+    return run_tool("log-dirs", args, _usage, _run, help_text=HELP)
 
 
 def _error_name(code: int) -> str | None:

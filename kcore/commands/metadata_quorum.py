@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import sys
 import time
 import uuid
 from typing import Any
 
 from kcore.client.cluster import KafkaClient
-from kcore.commands._common import Refused, apply_command_config, error_text, run_command, tab_table
+from kcore.commands._common import Refused, error_text, run_tool, tab_table
 from kcore.commands._joptsimple import one_line_errors
 from kcore.protocol import messages as m
 
@@ -92,12 +91,7 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        apply_command_config(args)
-    except Refused as e:
-        print(f"kcore metadata-quorum: {e}", file=sys.stderr)
-        return 1
-    return run_command("metadata-quorum", args, _usage, _run)
+    return run_tool("metadata-quorum", args, _usage, _run)
 
 
 def kafka_uuid(value: uuid.UUID) -> str:

@@ -15,11 +15,10 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from kcore import cli
 from kcore.commands.acls import HELP, USAGE
 from kcore.testing import EmbeddedCluster
 
-from .tool import kcore, one_line, wrapper
+from .tool import kcore, one_line, usage_error, wrapper
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -198,11 +197,7 @@ def test_acls_producer_and_consumer_conveniences_make_kafkas_role_acls(cluster):
     ],
 )  # fmt: skip
 def test_acls_usage_errors_exit_2_with_one_line(capsys, argv, message):
-    try:
-        status = cli.main(["acls", "--bootstrap-server", "127.0.0.1:1", *argv])
-    except SystemExit as e:
-        status = e.code
-    out, err = capsys.readouterr()
+    status, out, err = usage_error(capsys, "acls", "--bootstrap-server", "127.0.0.1:1", *argv)
     assert (status, out) == (2, "")
     assert err.startswith("kcore acls: ") and message in err and err.count("\n") == 1
 

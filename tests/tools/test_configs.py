@@ -11,11 +11,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcore import cli
 from kcore.commands.configs import HELP, USAGE, parse_add_config
 from kcore.testing import EmbeddedCluster
 
-from .tool import kcore, one_line, wrapper
+from .tool import kcore, one_line, usage_error, wrapper
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -204,11 +203,7 @@ def test_configs_cluster_mirror_entity_alter_and_describe(cluster, tmp_path):
     ],
 )  # fmt: skip
 def test_configs_usage_errors_exit_2_with_one_line(capsys, argv, message):
-    try:
-        status = cli.main(["configs", "--bootstrap-server", "127.0.0.1:1", *argv])
-    except SystemExit as e:
-        status = e.code
-    out, err = capsys.readouterr()
+    status, out, err = usage_error(capsys, "configs", "--bootstrap-server", "127.0.0.1:1", *argv)
     assert (status, out) == (2, "")
     assert err.startswith("kcore configs: ") and message in err and err.count("\n") == 1
 

@@ -8,10 +8,9 @@ import re
 
 import pytest
 
-from kcore import cli
 from kcore.testing import EmbeddedCluster
 
-from .tool import kcore, one_line, wrapper
+from .tool import kcore, one_line, usage_error, wrapper
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -119,11 +118,7 @@ def test_features_bad_updates_exit_1_with_one_line(cluster, argv, message):
     ],
 )
 def test_features_usage_errors_exit_2_with_one_line(capsys, argv, message):
-    try:
-        status = cli.main(["features", "--bootstrap-server", "127.0.0.1:1", *argv])
-    except SystemExit as e:
-        status = e.code
-    _, err = capsys.readouterr()
+    status, _, err = usage_error(capsys, "features", "--bootstrap-server", "127.0.0.1:1", *argv)
     assert status == 2 and message in err and err.count("\n") == 1
 
 

@@ -9,10 +9,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kcore import cli
 from kcore.commands.get_offsets import HELP
 
-from .tool import kcore, one_line, wrapper
+from .tool import kcore, one_line, usage_error, wrapper
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -112,8 +111,7 @@ def test_get_offsets_errors_exit_1_with_one_line(cluster, argv, message):
 
 
 def test_get_offsets_usage_unreachable_and_help(capsys):
-    status = cli.main(["get-offsets", "--topic", "t"])
-    _, err = capsys.readouterr()
+    status, _, err = usage_error(capsys, "get-offsets", "--topic", "t")
     assert status == 2 and 'Missing required argument "[bootstrap-server]"' in err
     down = kcore("get-offsets", "--bootstrap-server", "127.0.0.1:1", "--topic", "t")
     assert down.returncode == 1 and "127.0.0.1:1" in one_line(down)

@@ -10,10 +10,9 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kcore import cli
 from kcore.testing import EmbeddedCluster
 
-from .tool import kcore, one_line, wrapper
+from .tool import kcore, one_line, usage_error, wrapper
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -126,11 +125,9 @@ def test_metadata_quorum_replication_human_readable(cluster):
     ],
 )  # fmt: skip
 def test_metadata_quorum_usage_errors_exit_2_with_one_line(capsys, argv, message):
-    try:
-        status = cli.main(["metadata-quorum", "--bootstrap-server", "127.0.0.1:1", *argv])
-    except SystemExit as e:
-        status = e.code
-    _, err = capsys.readouterr()
+    status, _, err = usage_error(
+        capsys, "metadata-quorum", "--bootstrap-server", "127.0.0.1:1", *argv
+    )
     assert status == 2 and message in err and err.count("\n") == 1
 
 

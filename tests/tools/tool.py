@@ -42,6 +42,20 @@ def wrapper(script: str, *argv: str) -> subprocess.CompletedProcess:
     )
 
 
+def usage_error(capsys, *argv: str) -> tuple[int, str, str]:
+    """``kcore ARGV...`` in this process, for command-line mistakes found before any request:
+    (exit status, stdout, stderr); an argparse exit counts as the status."""
+    from kcore import cli
+
+    capsys.readouterr()
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def one_line(result: subprocess.CompletedProcess) -> str:
     """The single line a failed tool printed on stderr (asserting there is exactly one)."""
     assert result.returncode != 0, result.stdout
