@@ -17,14 +17,14 @@ Pure: no I/O, no clock (timestamps are passed in).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
 from kcore.protocol.primitives import (
     MalformedMessage,
+    _read_leb128,
     read_varint,
-    read_varlong,
     write_varint,
     write_varlong,
 )
@@ -61,9 +61,9 @@ __all__ = ["Header", "Record", "RecordBatchBuilder", "iter_records"]
 Header = tuple[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of a batch, decoded.
+class Record(NamedTuple):
+    """One record of a batch, decoded: an immutable tuple (built about 5x faster than a frozen
+    dataclass, which a deep iteration over a 1 GiB segment feels).
 
     Wire layout (varints are zig-zag; lengths of -1 mean null)::
 
@@ -91,6 +91,19 @@ class Record:
     headers: list[Header]
 
 
+_new_record = tuple.__new__
+_MAX_VARINT = 0xFFFFFFFF
+_MAX_VARLONG = 0xFFFFFFFFFFFFFFFF
+
+
+def _long_varint(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint of 3 bytes or more (:func:`_records` inlines 1 and 2 bytes)."""
+    value, pos = _read_leb128(buf, pos, max_bytes)
+    if value > limit:
+        raise MalformedMessage("varint out of range")
+    return (value >> 1) ^ -(value & 1), pos
+
+
 def _read_nullable(buf, pos: int, what: str) -> tuple[bytes | None, int]:
     n, pos = read_varint(buf, pos)
     if n < 0:
@@ -103,36 +116,160 @@ def _read_nullable(buf, pos: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[pos:end]), end
 
 
-def _read_record(buf, pos: int, base_offset: int, base_timestamp: int, append_time: int | None):
-    length, pos = read_varint(buf, pos)
-    start = pos
-    end = pos + length
-    if length < 0 or end > len(buf):
-        raise CorruptRecordError(f"record length {length} does not fit in the batch")
-    pos += 1  # attributes: unused by every format version so far
-    timestamp_delta, pos = read_varlong(buf, pos)
-    offset_delta, pos = read_varint(buf, pos)
-    key, pos = _read_nullable(buf, pos, "record key")
-    value, pos = _read_nullable(buf, pos, "record value")
-    count, pos = read_varint(buf, pos)
+def _read_headers(buf, pos: int) -> tuple[list[Header], int]:
+    """The headers of a record; one-byte lengths (keys and values under 64 bytes) inline."""
+    b = buf[pos]
+    if b < 0x80:
+        count = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        count, pos = read_varint(buf, pos)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
     headers: list[Header] = []
     for _ in range(count):
-        hkey, pos = _read_nullable(buf, pos, "header key")
-        if hkey is None:
-            raise CorruptRecordError("record header key is null")
-        hvalue, pos = _read_nullable(buf, pos, "header value")
+        b = buf[pos]
+        if b < 0x80 and not b & 1:  # a key of fewer than 64 bytes
+            end = pos + 1 + (b >> 1)
+            if end > len(buf):
+                raise CorruptRecordError(f"header key of {b >> 1} bytes runs past the end")
+            hkey = buf[pos + 1 : end]
+            pos = end
+        else:
+            hkey, pos = _read_nullable(buf, pos, "header key")
+            if hkey is None:
+                raise CorruptRecordError("record header key is null")
+        b = buf[pos]
+        if b < 0x80 and not b & 1:  # a value of fewer than 64 bytes
+            end = pos + 1 + (b >> 1)
+            if end > len(buf):
+                raise CorruptRecordError(f"header value of {b >> 1} bytes runs past the end")
+            hvalue = buf[pos + 1 : end]
+            pos = end
+        else:
+            hvalue, pos = _read_nullable(buf, pos, "header value")
         headers.append((hkey.decode("utf-8", errors="replace"), hvalue))
-    if pos != end:
-        raise CorruptRecordError(
-            f"record length says {length} bytes but its fields take {pos - start}"
+    return headers, pos
+
+
+def _records(
+    buf: bytes, count: int, base_offset: int, base_timestamp: int, append_time, out: list
+) -> int:
+    """Decode ``count`` records from ``buf`` into ``out``; returns the position after the last.
+
+    The hot loop of every deep iteration (``kcore dump-log --deep-iteration`` reads a 1 GiB
+    segment through it), so it is written out: ``buf`` is ``bytes`` (indexing and slicing
+    ``bytes`` is the fastest Python has), and each varint is read inline when it takes one or
+    two bytes -- lengths and deltas below 8192, nearly all of them -- and through
+    :func:`_long_varint` otherwise. Errors: ``CorruptRecordError``, ``MalformedMessage`` (a
+    varint that never ends), ``IndexError`` (bytes that end mid-record), with the records
+    before the bad one in ``out``; the caller words them. A list, not a generator: resuming a
+    generator per record cost a tenth of the loop.
+    """
+    n_buf = len(buf)
+    pos = 0
+    append = out.append
+    for _ in range(count):
+        b = buf[pos]  # length (varint)
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (buf[pos + 1] << 7)
+            length = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            length, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
+        start = pos
+        end_of_record = pos + length
+        if length < 0 or end_of_record > n_buf:
+            raise CorruptRecordError(f"record length {length} does not fit in the batch")
+        pos += 1  # attributes: unused by every format version so far
+        b = buf[pos]  # timestampDelta (varlong)
+        if b < 0x80:
+            timestamp_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (buf[pos + 1] << 7)
+            timestamp_delta = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            timestamp_delta, pos = _long_varint(buf, pos, 10, _MAX_VARLONG)
+        b = buf[pos]  # offsetDelta (varint)
+        if b < 0x80:
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (buf[pos + 1] << 7)
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            offset_delta, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
+        b = buf[pos]  # key: varint length (-1 is null), then the bytes
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (buf[pos + 1] << 7)
+            n = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            n, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
+        if n >= 0:
+            end = pos + n
+            if end > n_buf:
+                raise CorruptRecordError(
+                    f"record key of {n} bytes runs past the end of the records"
+                )
+            key = buf[pos:end]
+            pos = end
+        elif n == -1:
+            key = None
+        else:
+            raise CorruptRecordError(f"record key has invalid length {n}")
+        b = buf[pos]  # value
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif buf[pos + 1] < 0x80:
+            b = (b & 0x7F) | (buf[pos + 1] << 7)
+            n = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            n, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
+        if n >= 0:
+            end = pos + n
+            if end > n_buf:
+                raise CorruptRecordError(
+                    f"record value of {n} bytes runs past the end of the records"
+                )
+            value = buf[pos:end]
+            pos = end
+        elif n == -1:
+            value = None
+        else:
+            raise CorruptRecordError(f"record value has invalid length {n}")
+        if buf[pos] == 0:  # no headers: one byte
+            headers: list[Header] = []
+            pos += 1
+        else:
+            headers, pos = _read_headers(buf, pos)
+        if pos != end_of_record:
+            raise CorruptRecordError(
+                f"record length says {length} bytes but its fields take {pos - start}"
+            )
+        timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
+        record = (
+            base_offset + offset_delta,
+            timestamp,
+            offset_delta,
+            timestamp_delta,
+            key,
+            value,
+            headers,
         )
-    timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
-    record = Record(
-        base_offset + offset_delta, timestamp, offset_delta, timestamp_delta, key, value, headers
-    )
-    return record, pos
+        append(_new_record(Record, record))
+    return pos
 
 
 def iter_records(
@@ -153,7 +290,7 @@ def iter_records(
     codec = CompressionType.from_id(h.attributes & COMPRESSION_MASK)
     payload = batch.payload
     if codec is not CompressionType.NONE:
-        payload = memoryview(decompress(codec, payload, max_size=max_size))
+        payload = decompress(codec, payload, max_size=max_size)
     append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
     count = h.record_count
     # Every record takes at least 7 bytes; a count the payload cannot hold is corruption, found
@@ -162,22 +299,21 @@ def iter_records(
         raise CorruptRecordError(
             f"record batch at offset {h.base_offset} claims {count} records in {len(payload)} bytes"
         )
-    pos = 0
-    for i in range(count):
-        try:
-            record, pos = _read_record(payload, pos, h.base_offset, h.base_timestamp, append_time)
-        except MalformedMessage as e:  # a bad varint, from kcore.protocol.primitives
-            raise CorruptRecordError(
-                f"record {i} of the batch at offset {h.base_offset} is corrupt: {e}"
-            ) from None
-        except CorruptRecordError as e:
-            raise CorruptRecordError(
-                f"record {i} of the batch at offset {h.base_offset} is corrupt: {e}"
-            ) from None
-        yield record
-    if pos != len(payload):
+    buf = payload if type(payload) is bytes else bytes(payload)
+    records: list[Record] = []
+    try:
+        pos = _records(buf, count, h.base_offset, h.base_timestamp, append_time, records)
+    except (MalformedMessage, CorruptRecordError, IndexError) as e:
+        # MalformedMessage: a bad varint; IndexError: the bytes end in the middle of a record.
+        yield from records  # the records before the bad one are whole
+        why = "the records end in the middle of a record" if isinstance(e, IndexError) else e
         raise CorruptRecordError(
-            f"record batch at offset {h.base_offset} has {len(payload) - pos} bytes after its "
+            f"record {len(records)} of the batch at offset {h.base_offset} is corrupt: {why}"
+        ) from None
+    yield from records
+    if pos != len(buf):
+        raise CorruptRecordError(
+            f"record batch at offset {h.base_offset} has {len(buf) - pos} bytes after its "
             f"{count} records"
         )
 
