@@ -182,11 +182,16 @@ class IndexCheck:
 
 
 def used_entries(entries: Sequence[tuple[int, int]], base_offset: int, offset_field: int):
-    """The entries before the first zero one: an entry after the first whose offset is the
-    base offset is the preallocated (or crash-left) zero tail, where Kafka's tool stops too."""
+    """The entries before the zero tail of a preallocated (active, or crash-left) index.
+
+    Kafka's tool stops at the first entry after the first whose offset is the base offset. An
+    index with no entry in use at all starts with its zero tail: its first two entries are
+    equal, which two used entries never are (offsets increase), so it has none — where
+    Kafka's tool shows the zero entry and reports it as a mismatch.
+    """
     for i, entry in enumerate(entries):
         if i > 0 and entry[offset_field] == base_offset:
-            return entries[:i]
+            return [] if i == 1 and entries[0] == entry else entries[:i]
     return entries
 
 

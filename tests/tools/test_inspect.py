@@ -402,6 +402,8 @@ def test_index_checks_stop_at_the_zero_tail_and_find_mismatches():
     size = len(_batch(0, records=[(1, b"k", b"v", [])] * 2))
     entries = fd.used_entries([(1, 0), (2, size), (0, 0), (0, 0)], 0, 0)
     assert entries == [(1, 0), (2, size)]
+    assert fd.used_entries([(0, 0), (0, 0), (0, 0)], 0, 0) == []  # preallocated, none in use
+    assert fd.used_entries([(0, 0)], 0, 0) == [(0, 0)]  # one entry: a batch of one record
     check = fd.check_offset_index(entries, data, max_message_size=1 << 20, verify_only=False)
     assert check.lines == ["offset: 1 position: 0", f"offset: 2 position: {size}"]
     assert not check.mismatches
