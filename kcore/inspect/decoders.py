@@ -43,7 +43,8 @@ from typing import Any
 
 from kcore.coordinator.transaction import records as txn_records
 from kcore.metadata import records as metadata_records
-from kcore.mirror import records as mirror_records
+from kcore.mirror.records import dump_key as mirror_dump_key
+from kcore.mirror.records import dump_value as mirror_dump_value
 from kcore.protocol import messages as m
 from kcore.protocol.message_json import message_json
 from kcore.protocol.primitives import MalformedMessage
@@ -305,8 +306,8 @@ def decode_mirror_state(record: Record) -> tuple[str | None, str | None]:
         if record.key is None:
             raise MalformedMessage("the record has no key")
         return (
-            mirror_records.dump_key(record.key),
-            mirror_records.dump_value(record.key, record.value),
+            mirror_dump_key(record.key),
+            mirror_dump_value(record.key, record.value),
         )
     except MalformedMessage as e:
         return f"Error at offset {record.offset}, skipping. {e}", None
@@ -322,12 +323,12 @@ def format_mirror_state(key: bytes | None, value: bytes | None) -> str:
     if key is None:
         out["key"] = None
     else:
-        parsed = json.loads(mirror_records.dump_key(key))
+        parsed = json.loads(mirror_dump_key(key))
         out["key"] = {"type": int(parsed["type"]), "data": parsed["data"]}
     if value is None or key is None:
         out["value"] = None
     else:
-        parsed = json.loads(mirror_records.dump_value(key, value))
+        parsed = json.loads(mirror_dump_value(key, value))
         out["value"] = {"version": int(parsed["version"]), "data": parsed["data"]}
     return _compact(out)
 
