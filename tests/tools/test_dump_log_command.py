@@ -424,3 +424,21 @@ def test_dump_log_max_bytes_reads_only_the_first_batches(cluster):
     assert result.returncode == 0, result.stderr
     assert _batch_lines(result.stdout) == [kafka_batch_line(data, p) for p in positions[:2]]
     assert "invalid bytes" not in result.stdout
+
+
+def test_dump_log_mirror_state_decoder_prints_the_spec_example(tmp_path):
+    from mirror.dump_log import DUMP_EXAMPLE
+    from mirror.test_records import example_segment
+
+    folder = tmp_path / "__mirror_state-0"
+    folder.mkdir()
+    path = folder / f"{SEGMENT}.log"
+    path.write_bytes(example_segment())
+    result = dump("--mirror-state-decoder", "--files", str(path))
+    assert result.returncode == 0, result.stderr
+    # spec §8.4, line for line (M-108).
+    assert result.stdout.splitlines()[:-1] == [
+        f"Dumping {path}",
+        "Log starting offset: 0",
+        *DUMP_EXAMPLE,
+    ]

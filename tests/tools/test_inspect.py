@@ -432,3 +432,32 @@ def test_help_is_laid_out_as_joptsimple_does():
         "                       a second line. (default: 5)",
         "--zeta               Last.",
     ]
+
+
+def test_cluster_metadata_decoder_reads_the_mirror_records():
+    # Cluster mirroring's metadata: PartitionChangeRecord v3 (MinLeaderEpoch, spec M-88) and
+    # ConfigRecords of the CLUSTER_MIRROR resource (type 64, M-87).
+    change = metadata_records.PartitionChangeRecord(
+        partition_id=0, topic_id=uuid.UUID(int=2), min_leader_epoch=9
+    )
+    payload = json.loads(
+        d.decode_cluster_metadata(_record(None, metadata_records.encode_record(change)))[1]
+    )
+    assert payload["type"] == "PARTITION_CHANGE_RECORD" and payload["version"] == 3
+    assert payload["data"]["minLeaderEpoch"] == 9
+    config = m.ConfigRecord(
+        resource_type=64, resource_name="my-mirror", name="bootstrap.servers", value="h:1"
+    )
+    payload = json.loads(
+        d.decode_cluster_metadata(_record(None, metadata_records.encode_record(config)))[1]
+    )
+    assert payload == {
+        "type": "CONFIG_RECORD",
+        "version": 0,
+        "data": {
+            "resourceType": 64,
+            "resourceName": "my-mirror",
+            "name": "bootstrap.servers",
+            "value": "h:1",
+        },
+    }
