@@ -18,10 +18,13 @@ default as `` (default: X)`` at the end of its description. Trailing spaces are 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["HelpOption", "joptsimple_help"]
+from kcore import __version__
+
+__all__ = ["HelpOption", "help_or_version", "joptsimple_help"]
 
 _WIDTH = 80
 _SEPARATOR = 2
@@ -77,3 +80,15 @@ def joptsimple_help(message: str, options: Sequence[HelpOption]) -> str:
             text = rights[i] if i < len(rights) else ""
             lines.append((cell.ljust(left_width + _SEPARATOR) + text).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def help_or_version(args, help_text: str) -> int | None:
+    """Kafka's ``--help`` (``help_text`` on stdout) and ``--version`` (kcore's version) of a
+    tool that declares both: exit status 0 when one was asked for, else None."""
+    if args.help:
+        sys.stdout.write(help_text)
+        return 0
+    if args.version:
+        print(__version__)
+        return 0
+    return None

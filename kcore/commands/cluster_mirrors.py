@@ -39,10 +39,10 @@ from typing import Any
 
 import trio
 
-from kcore import __version__
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_command
+from kcore.commands._help import help_or_version
 from kcore.metadata.topic_names import validate_topic_name
 from kcore.properties import load_properties
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -196,12 +196,8 @@ def _command_config(path: str | None) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.help:
-        sys.stdout.write(HELP)
-        return 0
-    if args.version:
-        print(__version__)
-        return 0
+    if (status := help_or_version(args, HELP)) is not None:
+        return status
     try:
         props = _command_config(args.command_config)
     except (Refused, OSError, ValueError) as e:

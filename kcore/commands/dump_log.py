@@ -38,8 +38,7 @@ import os
 import sys
 from pathlib import Path
 
-from kcore import __version__
-from kcore.commands._help import HelpOption, joptsimple_help
+from kcore.commands._help import HelpOption, help_or_version, joptsimple_help
 from kcore.inspect import file_dumps as fd
 from kcore.inspect.decoders import DECODERS
 from kcore.inspect.segment_dump import DumpOptions, dump_records, summary_line
@@ -471,17 +470,14 @@ class _Run:
             )
 
     def _leader_epoch_checkpoint(self, path: Path, arg: str) -> None:
-        try:
-            entries = LeaderEpochCheckpointFile(path).read()
-        except CorruptCheckpointError as e:
-            self.problems.append(str(e))
-            return
-        for fields in fd.checkpoint_fields(entries):
-            self.fields_line("checkpointEntry", fields)
+        self._checkpoint(LeaderEpochCheckpointFile(path))
 
     def _offset_checkpoint(self, path: Path, arg: str) -> None:
+        self._checkpoint(OffsetCheckpointFile(path))
+
+    def _checkpoint(self, checkpoint: LeaderEpochCheckpointFile | OffsetCheckpointFile) -> None:
         try:
-            entries = OffsetCheckpointFile(path).read()
+            entries = checkpoint.read()
         except CorruptCheckpointError as e:
             self.problems.append(str(e))
             return
@@ -527,12 +523,8 @@ class _Run:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.help:
-        sys.stdout.write(HELP)
-        return 0
-    if args.version:
-        print(__version__)
-        return 0
+    if (status := help_or_version(args, HELP)) is not None:
+        return status
     problem = _usage(args)
     if problem is not None:
         print(f"kcore dump-log: {problem}", file=sys.stderr)
