@@ -353,17 +353,26 @@ class _Run:
             self.non_consecutive[str(path.absolute())] = report.non_consecutive
         self.problems += [f"{arg}: {p}" for p in report.problems]
 
-    def _index(self, path: Path, arg: str) -> None:
+    def _used_entries(self, cls, path: Path, arg: str, offset_field: int) -> list | None:
+        """The used entries of an index, read-only; None when ``--index-sanity-check`` asked
+        only for the check (done here, while the index is open), or for an empty offset
+        index (Kafka's ``F is empty.``)."""
         base = offset_from_file_name(path.name)
-        with OffsetIndex(path, base, writable=False) as index:
-            all_entries = [index.entry(i) for i in range(index.entries)]
-            used = fd.used_entries(all_entries, base, 0)
-            if not used:
+        with cls(path, base, writable=False) as index:
+            entries = (index.entry(i) for i in range(index.entries))
+            used = fd.used_entries(entries, base, offset_field)
+            if not used and cls is OffsetIndex:
                 self.emit("empty", f"{arg} is empty.", file=arg)
-                return
+                return None
             if self.args.index_sanity_check:
                 self._sanity(arg, index, used)
-                return
+                return None
+        return used
+
+    def _index(self, path: Path, arg: str) -> None:
+        used = self._used_entries(OffsetIndex, path, arg, 0)
+        if used is None:
+            return
         log = self._segment_bytes(path, arg)
         try:
             check = fd.check_offset_index(
@@ -383,18 +392,15 @@ class _Run:
         self.problems += [f"{arg}: {p}" for p in check.problems]
 
     def _timeindex(self, path: Path, arg: str) -> None:
-        base = offset_from_file_name(path.name)
-        with TimeIndex(path, base, writable=False) as index:
-            all_entries = [index.entry(i) for i in range(index.entries)]
-            used = fd.used_entries(all_entries, base, 1)
-            if self.args.index_sanity_check:
-                self._sanity(arg, index, used)
-                return
+        used = self._used_entries(TimeIndex, path, arg, 1)
+        if used is None:
+            return
         offset_path = path.with_suffix(".index")
         offsets = []
         if offset_path.is_file():
+            base = offset_from_file_name(path.name)
             with OffsetIndex(offset_path, base, writable=False) as oi:
-                offsets = fd.used_entries([oi.entry(i) for i in range(oi.entries)], base, 0)
+                offsets = fd.used_entries((oi.entry(i) for i in range(oi.entries)), base, 0)
         log = self._segment_bytes(path, arg)
         try:
             check = fd.check_time_index(

@@ -32,7 +32,7 @@ Pure: the callers read the files (read-only) and pass entries and bytes in.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kcore.log.checkpoint import (
@@ -181,18 +181,22 @@ class IndexCheck:
     problems: list[str] = field(default_factory=list)
 
 
-def used_entries(entries: Sequence[tuple[int, int]], base_offset: int, offset_field: int):
-    """The entries before the zero tail of a preallocated (active, or crash-left) index.
+def used_entries(entries: Iterable[tuple[int, int]], base_offset: int, offset_field: int):
+    """The entries before the zero tail of a preallocated (active, or crash-left) index, as a
+    list; ``entries`` is read no further than that tail (a preallocated 10 MiB offset index
+    holds 1.3M entries, nearly all zero).
 
     Kafka's tool stops at the first entry after the first whose offset is the base offset. An
     index with no entry in use at all starts with its zero tail: its first two entries are
     equal, which two used entries never are (offsets increase), so it has none — where
     Kafka's tool shows the zero entry and reports it as a mismatch.
     """
+    used: list[tuple[int, int]] = []
     for i, entry in enumerate(entries):
         if i > 0 and entry[offset_field] == base_offset:
-            return [] if i == 1 and entries[0] == entry else entries[:i]
-    return entries
+            return [] if i == 1 and used[0] == entry else used
+        used.append(entry)
+    return used
 
 
 def _first_batch_at(log, position: int, max_bytes: int):
