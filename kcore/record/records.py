@@ -97,57 +97,55 @@ _MAX_VARLONG = 0xFFFFFFFFFFFFFFFF
 
 
 def _long_varint(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
-    """A zig-zag varint of 3 bytes or more (:func:`_records` inlines 1 and 2 bytes)."""
+    """A zig-zag varint of 3 bytes or more."""
     value, pos = _read_leb128(buf, pos, max_bytes)
     if value > limit:
         raise MalformedMessage("varint out of range")
     return (value >> 1) ^ -(value & 1), pos
 
 
-def _read_nullable(buf, pos: int, what: str) -> tuple[bytes | None, int]:
-    n, pos = read_varint(buf, pos)
-    if n < 0:
-        if n != -1:
-            raise CorruptRecordError(f"{what} has invalid length {n}")
-        return None, pos
+def _varint(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint: one and two bytes (lengths and deltas below 8192, nearly all of them)
+    without a loop, longer ones through :func:`_long_varint`. ``IndexError`` past the end."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        b = (b & 0x7F) | (b2 << 7)
+        return (b >> 1) ^ -(b & 1), pos + 2
+    return _long_varint(buf, pos, max_bytes, limit)
+
+
+def _read_nullable(buf: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
+    """Varint length (-1 is null), then that many bytes; a length under 64 (one byte: keys,
+    header keys and values nearly always) is read without a call."""
+    b = buf[pos]
+    if b < 0x80 and not b & 1:
+        n = b >> 1
+        pos += 1
+    else:
+        n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+        if n < 0:
+            if n != -1:
+                raise CorruptRecordError(f"{what} has invalid length {n}")
+            return None, pos
     end = pos + n
     if end > len(buf):
         raise CorruptRecordError(f"{what} of {n} bytes runs past the end of the records")
-    return bytes(buf[pos:end]), end
+    return buf[pos:end], end
 
 
-def _read_headers(buf, pos: int) -> tuple[list[Header], int]:
-    """The headers of a record; one-byte lengths (keys and values under 64 bytes) inline."""
-    b = buf[pos]
-    if b < 0x80:
-        count = (b >> 1) ^ -(b & 1)
-        pos += 1
-    else:
-        count, pos = read_varint(buf, pos)
+def _read_headers(buf: bytes, pos: int) -> tuple[list[Header], int]:
+    count, pos = read_varint(buf, pos)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
     headers: list[Header] = []
     for _ in range(count):
-        b = buf[pos]
-        if b < 0x80 and not b & 1:  # a key of fewer than 64 bytes
-            end = pos + 1 + (b >> 1)
-            if end > len(buf):
-                raise CorruptRecordError(f"header key of {b >> 1} bytes runs past the end")
-            hkey = buf[pos + 1 : end]
-            pos = end
-        else:
-            hkey, pos = _read_nullable(buf, pos, "header key")
-            if hkey is None:
-                raise CorruptRecordError("record header key is null")
-        b = buf[pos]
-        if b < 0x80 and not b & 1:  # a value of fewer than 64 bytes
-            end = pos + 1 + (b >> 1)
-            if end > len(buf):
-                raise CorruptRecordError(f"header value of {b >> 1} bytes runs past the end")
-            hvalue = buf[pos + 1 : end]
-            pos = end
-        else:
-            hvalue, pos = _read_nullable(buf, pos, "header value")
+        hkey, pos = _read_nullable(buf, pos, "header key")
+        if hkey is None:
+            raise CorruptRecordError("record header key is null")
+        hvalue, pos = _read_nullable(buf, pos, "header value")
         headers.append((hkey.decode("utf-8", errors="replace"), hvalue))
     return headers, pos
 
@@ -159,9 +157,8 @@ def _records(
 
     The hot loop of every deep iteration (``kcore dump-log --deep-iteration`` reads a 1 GiB
     segment through it), so it is written out: ``buf`` is ``bytes`` (indexing and slicing
-    ``bytes`` is the fastest Python has), and each varint is read inline when it takes one or
-    two bytes -- lengths and deltas below 8192, nearly all of them -- and through
-    :func:`_long_varint` otherwise. Errors: ``CorruptRecordError``, ``MalformedMessage`` (a
+    ``bytes`` is the fastest Python has), varints of one or two bytes are read without a loop
+    (:func:`_varint`), and a record without headers costs one byte test. Errors: ``CorruptRecordError``, ``MalformedMessage`` (a
     varint that never ends), ``IndexError`` (bytes that end mid-record), with the records
     before the bad one in ``out``; the caller words them. A list, not a generator: resuming a
     generator per record cost a tenth of the loop.
@@ -170,85 +167,16 @@ def _records(
     pos = 0
     append = out.append
     for _ in range(count):
-        b = buf[pos]  # length (varint)
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            b = (b & 0x7F) | (buf[pos + 1] << 7)
-            length = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            length, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
+        length, pos = _varint(buf, pos, 5, _MAX_VARINT)
         start = pos
         end_of_record = pos + length
         if length < 0 or end_of_record > n_buf:
             raise CorruptRecordError(f"record length {length} does not fit in the batch")
         pos += 1  # attributes: unused by every format version so far
-        b = buf[pos]  # timestampDelta (varlong)
-        if b < 0x80:
-            timestamp_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            b = (b & 0x7F) | (buf[pos + 1] << 7)
-            timestamp_delta = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            timestamp_delta, pos = _long_varint(buf, pos, 10, _MAX_VARLONG)
-        b = buf[pos]  # offsetDelta (varint)
-        if b < 0x80:
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            b = (b & 0x7F) | (buf[pos + 1] << 7)
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            offset_delta, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
-        b = buf[pos]  # key: varint length (-1 is null), then the bytes
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            b = (b & 0x7F) | (buf[pos + 1] << 7)
-            n = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            n, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
-        if n >= 0:
-            end = pos + n
-            if end > n_buf:
-                raise CorruptRecordError(
-                    f"record key of {n} bytes runs past the end of the records"
-                )
-            key = buf[pos:end]
-            pos = end
-        elif n == -1:
-            key = None
-        else:
-            raise CorruptRecordError(f"record key has invalid length {n}")
-        b = buf[pos]  # value
-        if b < 0x80:
-            n = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif buf[pos + 1] < 0x80:
-            b = (b & 0x7F) | (buf[pos + 1] << 7)
-            n = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            n, pos = _long_varint(buf, pos, 5, _MAX_VARINT)
-        if n >= 0:
-            end = pos + n
-            if end > n_buf:
-                raise CorruptRecordError(
-                    f"record value of {n} bytes runs past the end of the records"
-                )
-            value = buf[pos:end]
-            pos = end
-        elif n == -1:
-            value = None
-        else:
-            raise CorruptRecordError(f"record value has invalid length {n}")
+        timestamp_delta, pos = _varint(buf, pos, 10, _MAX_VARLONG)
+        offset_delta, pos = _varint(buf, pos, 5, _MAX_VARINT)
+        key, pos = _read_nullable(buf, pos, "record key")
+        value, pos = _read_nullable(buf, pos, "record value")
         if buf[pos] == 0:  # no headers: one byte
             headers: list[Header] = []
             pos += 1
