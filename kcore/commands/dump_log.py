@@ -52,6 +52,7 @@ from kcore.log.transaction_index import decode_aborted_txns
 from kcore.raft.snapshot_files import snapshot_id_from_file_name
 
 ADD_HELP = False  # Kafka's own --help layout (kcore.commands._help)
+ONE_LINE_ERRORS = True  # a bad flag is reported on one line (kcore.cli)
 
 MESSAGE = (
     "This tool helps to parse a log file and dump its contents to the console, useful for "

@@ -461,3 +461,19 @@ def test_cluster_metadata_decoder_reads_the_mirror_records():
             "value": "h:1",
         },
     }
+
+
+def test_console_consumer_formatters_are_these_functions():
+    from types import SimpleNamespace
+
+    from kcore.commands.console_formatters import make_formatter
+
+    key, value = mirror_records.encode(
+        mirror_records.MirrorPartitionStateRecord("m", "t", 0, S.LOG_TRUNCATION)
+    )
+    record = SimpleNamespace(key=key, value=value)
+    formatter = make_formatter("org.apache.kafka.tools.consumer.MirrorStateMessageFormatter", {})
+    assert formatter.format(record) == (d.format_mirror_state(key, value) + "\n").encode()
+    group_key, _ = group_records.encode(group_records.GroupTombstone("g"))
+    offsets = make_formatter("org.apache.kafka.tools.consumer.OffsetsMessageFormatter", {})
+    assert offsets.format(SimpleNamespace(key=group_key, value=None)) == b""
