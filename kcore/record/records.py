@@ -24,7 +24,6 @@ from crc32c import crc32c
 from kcore.protocol.primitives import (
     MalformedMessage,
     _read_leb128,
-    read_varint,
     write_varint,
     write_varlong,
 )
@@ -137,7 +136,7 @@ def _read_nullable(buf: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
 
 
 def _read_headers(buf: bytes, pos: int) -> tuple[list[Header], int]:
-    count, pos = read_varint(buf, pos)
+    count, pos = _varint(buf, pos, 5, _MAX_VARINT)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
     headers: list[Header] = []
@@ -175,8 +174,36 @@ def _records(
         pos += 1  # attributes: unused by every format version so far
         timestamp_delta, pos = _varint(buf, pos, 10, _MAX_VARLONG)
         offset_delta, pos = _varint(buf, pos, 5, _MAX_VARINT)
-        key, pos = _read_nullable(buf, pos, "record key")
-        value, pos = _read_nullable(buf, pos, "record value")
+        # The key and the value: written out rather than through _read_nullable, whose two
+        # calls per record cost a tenth of a deep iteration. A null is the byte 0x01.
+        b = buf[pos]
+        if b == 1:
+            key = None
+            pos += 1
+        else:
+            n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+            if n < 0:
+                raise CorruptRecordError(f"record key has invalid length {n}")
+            key = buf[pos : pos + n]
+            pos += n
+            if pos > end_of_record:
+                raise CorruptRecordError(
+                    f"record key of {n} bytes runs past the end of the records"
+                )
+        b = buf[pos]
+        if b == 1:
+            value = None
+            pos += 1
+        else:
+            n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+            if n < 0:
+                raise CorruptRecordError(f"record value has invalid length {n}")
+            value = buf[pos : pos + n]
+            pos += n
+            if pos > end_of_record:
+                raise CorruptRecordError(
+                    f"record value of {n} bytes runs past the end of the records"
+                )
         if buf[pos] == 0:  # no headers: one byte
             headers: list[Header] = []
             pos += 1
