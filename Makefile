@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror soak mutate mutate-results clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -61,7 +61,7 @@ mutate: $(STAMP)
 mutate-results:
 	$(VENV)/bin/mutmut results
 
-bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror
+bench: bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log
 
 bench-protocol: $(STAMP)
 	$(PY) bench/protocol_bench.py
@@ -93,6 +93,10 @@ bench-txn: $(STAMP)
 bench-mirror: $(STAMP)
 	$(PY) bench/mirror_bench.py
 	$(PY) bench/mirror_relay_bench.py
+
+# kcore dump-log --deep-iteration --print-data-log of a 1 GiB segment, against a plain read.
+bench-dump-log: $(STAMP)
+	$(PY) bench/dump_log_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info mutants

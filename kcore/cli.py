@@ -74,18 +74,28 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "describe the metadata quorum's status and replication (kafka-metadata-quorum.sh)",
     ),
+    "dump-log": (
+        "dump_log",
+        "main",
+        "print segments, indexes, snapshots and checkpoints of a log directory (kafka-dump-log.sh)",
+    ),
     "apis": ("info", "apis_main", "list the Kafka APIs and versions kcore's codec speaks"),
     "version": ("info", "version_main", "print kcore's version"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kcore`` parser; ``parser.commands`` maps a subcommand to its own parser."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``kcore`` parser; ``parser.commands`` maps a subcommand to its own parser. With
+    ``only``, just that subcommand's: the modules of the others are then not imported (the
+    broker's, for one, take a second to import, which a ``kcore dump-log`` piped into
+    ``grep`` should not pay)."""
     parser = argparse.ArgumentParser(prog="kcore", description="kcore: a Kafka-compatible broker")
     parser.add_argument("--version", action="version", version=f"kcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.commands = {}  # type: ignore[attr-defined]
     for name, (module, _, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         mod = importlib.import_module(f"kcore.commands.{module}")
         # A tool that prints Kafka's own --help text (joptsimple's layout) declares ADD_HELP.
         add_help = getattr(mod, "ADD_HELP", True)
@@ -97,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args, extras = parser.parse_known_args(argv)
     if extras:
         message = f"unrecognized arguments: {' '.join(extras)}"

@@ -65,6 +65,29 @@ class TxnIndexSearchResult:
     is_complete: bool
 
 
+def _decode_array(data: bytes, first_slot: int, source: object) -> np.ndarray:
+    """The whole entries of ``data`` as a structured array; ``CorruptIndexError`` names the
+    first entry (counting from ``first_slot``) with a version other than the current one."""
+    array = np.frombuffer(data, dtype=_DTYPE, count=len(data) // ENTRY_SIZE)
+    bad = np.flatnonzero(array["version"] != CURRENT_VERSION)
+    if bad.size:
+        slot = first_slot + int(bad[0])
+        raise CorruptIndexError(
+            f"unexpected aborted transaction version {int(array['version'][bad[0]])} in "
+            f"entry {slot} of transaction index {source} (current version is "
+            f"{CURRENT_VERSION})"
+        )
+    return array
+
+
+def decode_aborted_txns(data: bytes, source: object = "transaction index") -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file's bytes, for readers that must not open the file
+    for writing (``kcore dump-log`` on a running broker's files): a torn trailing entry is
+    ignored, as opening the index would cut it. Raises ``CorruptIndexError`` for an entry
+    with an unknown version; ``source`` names the file in the message."""
+    return TransactionIndex._to_txns(_decode_array(data, 0, source))
+
+
 class TransactionIndex(SegmentIndexFile):
     """The append-only list of transactions aborted by markers written in one segment.
 
@@ -149,16 +172,7 @@ class TransactionIndex(SegmentIndexFile):
         if count <= 0:
             return np.empty(0, dtype=_DTYPE)
         data = os.pread(self._open(), count * ENTRY_SIZE, position)
-        array = np.frombuffer(data, dtype=_DTYPE, count=len(data) // ENTRY_SIZE)
-        bad = np.flatnonzero(array["version"] != CURRENT_VERSION)
-        if bad.size:
-            slot = position // ENTRY_SIZE + int(bad[0])
-            raise CorruptIndexError(
-                f"unexpected aborted transaction version {int(array['version'][bad[0]])} in "
-                f"entry {slot} of transaction index {self._path} (current version is "
-                f"{CURRENT_VERSION})"
-            )
-        return array
+        return _decode_array(data, position // ENTRY_SIZE, self._path)
 
     @staticmethod
     def _to_txns(array: np.ndarray) -> list[AbortedTxn]:

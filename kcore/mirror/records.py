@@ -50,7 +50,7 @@ from kcore.coordinator.partitioning import partition_for
 from kcore.metadata.topic_names import MIRROR_STATE_TOPIC
 from kcore.mirror.state import MirrorPartitionState
 from kcore.protocol import messages as m
-from kcore.protocol.codegen import snake_case
+from kcore.protocol.message_json import message_json
 from kcore.protocol.primitives import MalformedMessage
 
 __all__ = [
@@ -255,37 +255,13 @@ def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> Record 
 # -- kafka-dump-log.sh --mirror-state-decoder (M-108) ------------------------------------------
 
 
-def _json_data(message, version: int, struct=None) -> dict:
-    """A message's fields as Kafka's generated JSON converters write them: camelCase names,
-    and a tagged field only when it differs from its default."""
-    struct = struct if struct is not None else type(message)._type.decl.root
-    defaults = type(message)()
-    out = {}
-    for fd in struct.fields:
-        if version not in fd.versions:
-            continue
-        attr = snake_case(fd.name)
-        value = getattr(message, attr)
-        if fd.tag is not None and value == getattr(defaults, attr):
-            continue
-        if fd.struct is not None:
-            value = [_json_data(item, version, fd.struct) for item in value]
-        out[_camel(fd.name)] = value
-    return out
-
-
-def _camel(name: str) -> str:
-    """A declared field name as Kafka's JSON has it: ``MirrorName`` -> ``mirrorName``."""
-    return name[:1].lower() + name[1:]
-
-
 def dump_key(key: bytes | memoryview) -> str:
     """The ``key:`` of the dump-log line: ``{"type":"2","data":{"mirrorName":"my-mirror"}}``
     (the type as a JSON string, as the proposal's decoder prints it). Raises
     CorruptMirrorStateRecord; an unknown type prints as ``{"type":"N","data":null}``."""
     record_type, body = _split(key, "key")
     key_cls = _KEYS.get(record_type)
-    data = None if key_cls is None else _json_data(_decode_checked(key_cls, body), 0)
+    data = None if key_cls is None else message_json(_decode_checked(key_cls, body), 0)
     return _compact({"type": str(record_type), "data": data})
 
 
@@ -300,7 +276,7 @@ def dump_value(key: bytes | memoryview, value: bytes | memoryview | None) -> str
     if value_cls is None or version != VALUE_VERSION:
         return _compact({"version": str(version), "data": None})
     return _compact(
-        {"version": str(version), "data": _json_data(_decode_checked(value_cls, body), version)}
+        {"version": str(version), "data": message_json(_decode_checked(value_cls, body), version)}
     )
 
 

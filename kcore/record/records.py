@@ -17,14 +17,13 @@ Pure: no I/O, no clock (timestamps are passed in).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
 from kcore.protocol.primitives import (
     MalformedMessage,
-    read_varint,
-    read_varlong,
+    _read_leb128,
     write_varint,
     write_varlong,
 )
@@ -61,9 +60,9 @@ __all__ = ["Header", "Record", "RecordBatchBuilder", "iter_records"]
 Header = tuple[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of a batch, decoded.
+class Record(NamedTuple):
+    """One record of a batch, decoded: an immutable tuple (built about 5x faster than a frozen
+    dataclass, which a deep iteration over a 1 GiB segment feels).
 
     Wire layout (varints are zig-zag; lengths of -1 mean null)::
 
@@ -91,30 +90,53 @@ class Record:
     headers: list[Header]
 
 
-def _read_nullable(buf, pos: int, what: str) -> tuple[bytes | None, int]:
-    n, pos = read_varint(buf, pos)
-    if n < 0:
-        if n != -1:
-            raise CorruptRecordError(f"{what} has invalid length {n}")
-        return None, pos
+_new_record = tuple.__new__
+_MAX_VARINT = 0xFFFFFFFF
+_MAX_VARLONG = 0xFFFFFFFFFFFFFFFF
+
+
+def _long_varint(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint of 3 bytes or more."""
+    value, pos = _read_leb128(buf, pos, max_bytes)
+    if value > limit:
+        raise MalformedMessage("varint out of range")
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def _varint(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
+    """A zig-zag varint: one and two bytes (lengths and deltas below 8192, nearly all of them)
+    without a loop, longer ones through :func:`_long_varint`. ``IndexError`` past the end."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        b = (b & 0x7F) | (b2 << 7)
+        return (b >> 1) ^ -(b & 1), pos + 2
+    return _long_varint(buf, pos, max_bytes, limit)
+
+
+def _read_nullable(buf: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
+    """Varint length (-1 is null), then that many bytes; a length under 64 (one byte: keys,
+    header keys and values nearly always) is read without a call."""
+    b = buf[pos]
+    if b < 0x80 and not b & 1:
+        n = b >> 1
+        pos += 1
+    else:
+        n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+        if n < 0:
+            if n != -1:
+                raise CorruptRecordError(f"{what} has invalid length {n}")
+            return None, pos
     end = pos + n
     if end > len(buf):
         raise CorruptRecordError(f"{what} of {n} bytes runs past the end of the records")
-    return bytes(buf[pos:end]), end
+    return buf[pos:end], end
 
 
-def _read_record(buf, pos: int, base_offset: int, base_timestamp: int, append_time: int | None):
-    length, pos = read_varint(buf, pos)
-    start = pos
-    end = pos + length
-    if length < 0 or end > len(buf):
-        raise CorruptRecordError(f"record length {length} does not fit in the batch")
-    pos += 1  # attributes: unused by every format version so far
-    timestamp_delta, pos = read_varlong(buf, pos)
-    offset_delta, pos = read_varint(buf, pos)
-    key, pos = _read_nullable(buf, pos, "record key")
-    value, pos = _read_nullable(buf, pos, "record value")
-    count, pos = read_varint(buf, pos)
+def _read_headers(buf: bytes, pos: int) -> tuple[list[Header], int]:
+    count, pos = _varint(buf, pos, 5, _MAX_VARINT)
     if count < 0:
         raise CorruptRecordError(f"record has invalid header count {count}")
     headers: list[Header] = []
@@ -124,15 +146,85 @@ def _read_record(buf, pos: int, base_offset: int, base_timestamp: int, append_ti
             raise CorruptRecordError("record header key is null")
         hvalue, pos = _read_nullable(buf, pos, "header value")
         headers.append((hkey.decode("utf-8", errors="replace"), hvalue))
-    if pos != end:
-        raise CorruptRecordError(
-            f"record length says {length} bytes but its fields take {pos - start}"
+    return headers, pos
+
+
+def _records(
+    buf: bytes, count: int, base_offset: int, base_timestamp: int, append_time, out: list
+) -> int:
+    """Decode ``count`` records from ``buf`` into ``out``; returns the position after the last.
+
+    The hot loop of every deep iteration (``kcore dump-log --deep-iteration`` reads a 1 GiB
+    segment through it), so it is written out: ``buf`` is ``bytes`` (indexing and slicing
+    ``bytes`` is the fastest Python has), varints of one or two bytes are read without a loop
+    (:func:`_varint`), and a record without headers costs one byte test. Errors: ``CorruptRecordError``, ``MalformedMessage`` (a
+    varint that never ends), ``IndexError`` (bytes that end mid-record), with the records
+    before the bad one in ``out``; the caller words them. A list, not a generator: resuming a
+    generator per record cost a tenth of the loop.
+    """
+    n_buf = len(buf)
+    pos = 0
+    append = out.append
+    for _ in range(count):
+        length, pos = _varint(buf, pos, 5, _MAX_VARINT)
+        start = pos
+        end_of_record = pos + length
+        if length < 0 or end_of_record > n_buf:
+            raise CorruptRecordError(f"record length {length} does not fit in the batch")
+        pos += 1  # attributes: unused by every format version so far
+        timestamp_delta, pos = _varint(buf, pos, 10, _MAX_VARLONG)
+        offset_delta, pos = _varint(buf, pos, 5, _MAX_VARINT)
+        # The key and the value: written out rather than through _read_nullable, whose two
+        # calls per record cost a tenth of a deep iteration. A null is the byte 0x01.
+        b = buf[pos]
+        if b == 1:
+            key = None
+            pos += 1
+        else:
+            n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+            if n < 0:
+                raise CorruptRecordError(f"record key has invalid length {n}")
+            key = buf[pos : pos + n]
+            pos += n
+            if pos > end_of_record:
+                raise CorruptRecordError(
+                    f"record key of {n} bytes runs past the end of the records"
+                )
+        b = buf[pos]
+        if b == 1:
+            value = None
+            pos += 1
+        else:
+            n, pos = _varint(buf, pos, 5, _MAX_VARINT)
+            if n < 0:
+                raise CorruptRecordError(f"record value has invalid length {n}")
+            value = buf[pos : pos + n]
+            pos += n
+            if pos > end_of_record:
+                raise CorruptRecordError(
+                    f"record value of {n} bytes runs past the end of the records"
+                )
+        if buf[pos] == 0:  # no headers: one byte
+            headers: list[Header] = []
+            pos += 1
+        else:
+            headers, pos = _read_headers(buf, pos)
+        if pos != end_of_record:
+            raise CorruptRecordError(
+                f"record length says {length} bytes but its fields take {pos - start}"
+            )
+        timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
+        record = (
+            base_offset + offset_delta,
+            timestamp,
+            offset_delta,
+            timestamp_delta,
+            key,
+            value,
+            headers,
         )
-    timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
-    record = Record(
-        base_offset + offset_delta, timestamp, offset_delta, timestamp_delta, key, value, headers
-    )
-    return record, pos
+        append(_new_record(Record, record))
+    return pos
 
 
 def iter_records(
@@ -153,7 +245,7 @@ def iter_records(
     codec = CompressionType.from_id(h.attributes & COMPRESSION_MASK)
     payload = batch.payload
     if codec is not CompressionType.NONE:
-        payload = memoryview(decompress(codec, payload, max_size=max_size))
+        payload = decompress(codec, payload, max_size=max_size)
     append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
     count = h.record_count
     # Every record takes at least 7 bytes; a count the payload cannot hold is corruption, found
@@ -162,22 +254,21 @@ def iter_records(
         raise CorruptRecordError(
             f"record batch at offset {h.base_offset} claims {count} records in {len(payload)} bytes"
         )
-    pos = 0
-    for i in range(count):
-        try:
-            record, pos = _read_record(payload, pos, h.base_offset, h.base_timestamp, append_time)
-        except MalformedMessage as e:  # a bad varint, from kcore.protocol.primitives
-            raise CorruptRecordError(
-                f"record {i} of the batch at offset {h.base_offset} is corrupt: {e}"
-            ) from None
-        except CorruptRecordError as e:
-            raise CorruptRecordError(
-                f"record {i} of the batch at offset {h.base_offset} is corrupt: {e}"
-            ) from None
-        yield record
-    if pos != len(payload):
+    buf = payload if type(payload) is bytes else bytes(payload)
+    records: list[Record] = []
+    try:
+        pos = _records(buf, count, h.base_offset, h.base_timestamp, append_time, records)
+    except (MalformedMessage, CorruptRecordError, IndexError) as e:
+        # MalformedMessage: a bad varint; IndexError: the bytes end in the middle of a record.
+        yield from records  # the records before the bad one are whole
+        why = "the records end in the middle of a record" if isinstance(e, IndexError) else e
         raise CorruptRecordError(
-            f"record batch at offset {h.base_offset} has {len(payload) - pos} bytes after its "
+            f"record {len(records)} of the batch at offset {h.base_offset} is corrupt: {why}"
+        ) from None
+    yield from records
+    if pos != len(buf):
+        raise CorruptRecordError(
+            f"record batch at offset {h.base_offset} has {len(buf) - pos} bytes after its "
             f"{count} records"
         )
 

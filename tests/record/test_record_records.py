@@ -212,3 +212,38 @@ def test_records_are_decoded_only_when_asked():
     batch.validate()
     with pytest.raises(CorruptRecordError):
         list(batch.records())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(
+            st.integers(0, 2**45),
+            st.none() | st.binary(min_size=60, max_size=20_000),  # 1-, 2- and 3-byte lengths
+            st.none() | st.binary(max_size=20_000),
+            st.lists(
+                st.tuples(
+                    st.text(st.characters(blacklist_categories=("Cs",)), min_size=30, max_size=90),
+                    st.none() | st.binary(max_size=200),  # past the one-byte fast path
+                ),
+                max_size=2,
+            ),
+            st.integers(1, 6000),  # offset deltas past two varint bytes
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_records_decode_long_varints_and_large_headers(records):
+    # The decoder reads varints of one and two bytes inline and longer ones apart: both paths.
+    decoded = list(RecordBatch(build(records)).records())
+    offset = -1
+    for r, (ts, key, value, headers, step) in zip(decoded, records, strict=True):
+        offset += step
+        assert (r.offset, r.timestamp, r.key, r.value, r.headers) == (
+            offset,
+            ts,
+            key,
+            value,
+            headers,
+        )
