@@ -148,6 +148,16 @@ class MirrorPartitionHandler:
         now = self.now_ms()
         offsets = self.source.setdefault(tp, SourceOffsets())
         fetch_offset = partition.log_end_offset
+        if output.fetch_offset > fetch_offset:
+            # Fetched from above the log end offset: the log was cut under the fetcher. The
+            # offsets in between were never fetched, so appending would leave a hole where the
+            # source has records (a source's own gaps, after compaction, are kept because the
+            # fetch is then made from the log end offset): fetch again from there.
+            log.warning(
+                "mirror %s: %s-%d was fetched from %d but the log ends at %d: fetching again "
+                "from the log end offset", self.mirror, *tp, output.fetch_offset, fetch_offset,
+            )  # fmt: skip
+            return AppendResult(fetch_offset, partition.latest_epoch, refetch=True)
         prepared = prepare_mirrored_batches(output.records, fetch_offset, partition.leader_epoch)
         if prepared.batches:
             first = prepared.batches[0].base_offset
@@ -318,15 +328,24 @@ class MirrorFetcherManager:
 
     # -- membership (the state machine calls these) -------------------------------------------
 
-    async def add_partitions(self, tps: Iterable[TopicPartition]) -> None:
+    async def add_partitions(
+        self, tps: Iterable[TopicPartition], still_wanted: Callable[[], bool] = lambda: True
+    ) -> bool:
         """Start mirroring ``tps`` (M-32: on entering MIRRORING, resume included): each from
         the destination's log end offset, its latest epoch as ``LastFetchedEpoch``. Looks up
-        the source leaders first (raises what the client raises if it cannot)."""
+        the source leaders first (raises what the client raises if it cannot).
+
+        ``still_wanted`` is asked once those lookups are done, just before the partitions
+        join a fetcher: the caller may have asked for their removal meanwhile (a leadership
+        ended, a stop began), and an add that landed after it would fetch for a partition
+        nobody drives. Returns whether they were added."""
         tps = list(tps)
         client = self.client(0)
         await client.refresh_metadata(sorted({t for t, _ in tps}))
         for leader in sorted({client.metadata.leader_for(*tp) for tp in tps}):
             await self._check_fetch_version(client, leader)
+        if not still_wanted():
+            return False
         states = {}
         for tp in tps:
             partition = self.replica_manager.partition_or_error(*tp)
@@ -339,6 +358,12 @@ class MirrorFetcherManager:
                 last_fetched_epoch=partition.latest_epoch,
             )
         self.manager.add_fetcher_for_partitions(states)
+        log.info(
+            "mirror %s: added fetcher for %s", self.mirror,
+            ", ".join(f"{t}-{p} at {s.fetch_offset} (source leader {s.leader_id})"
+                      for (t, p), s in states.items()),
+        )  # fmt: skip
+        return True
 
     async def _check_fetch_version(self, client: KafkaClient, leader: int) -> None:
         """D-19 needs READ_COMMITTED, which Fetch has from v4 (KIP-98): a source leader that
@@ -357,7 +382,13 @@ class MirrorFetcherManager:
         tps = list(tps)
         for tp in tps:
             self.handler.fenced.pop(tp, None)
-        return self.manager.remove_fetcher_for_partitions(tps)
+        removed = self.manager.remove_fetcher_for_partitions(tps)
+        if removed:
+            log.info(
+                "mirror %s: removed fetcher for %s", self.mirror,
+                ", ".join(f"{t}-{p} (was at {o})" for (t, p), o in removed.items()),
+            )  # fmt: skip
+        return removed
 
     def resume_partition(self, tp: TopicPartition) -> None:
         """Fetch again after EPOCH_FENCING: the destination's leader epoch was bumped."""

@@ -576,6 +576,13 @@ class MirrorPartitionMachine:
         self._retry_at = None
         state = self.state
         if state is S.LOG_TRUNCATION:
+            if self._fetcher_added:
+                # A resume with the fetcher still running (the state reloaded under the same
+                # leadership): it leaves before the log is cut, as a Kafka follower's fetcher
+                # does, or it would append past the cut and its next fetch, from above the new
+                # log end, would leave a hole. MIRRORING adds it back at the new log end.
+                self._emit(RemoveFetcher(self._op()))  # nothing waits for it
+                self._fetcher_added = False
             self._step = "truncate" if self._previous in (S.MIRRORING, S.EPOCH_FENCING) else "lme"
         elif state in (S.MIRRORING, S.EPOCH_FENCING) and loaded:
             self._resume = True

@@ -285,6 +285,7 @@ class PartitionDriver:
         self._wakeup = trio.Event()
         self._scope = trio.CancelScope()
         self._fetching = False
+        self._fetch_generation = 0  # bumped by every removal; an add checks it (_add_fetcher)
         # Read-only until the machine says otherwise (see the module docstring).
         if self.mirror:
             self.broker.replica_manager.hold_read_only(tp, self.mirror)
@@ -393,12 +394,18 @@ class PartitionDriver:
             nursery.start_soon(task)
 
     async def _add_fetcher(self) -> None:
+        # The add runs in the manager's nursery and awaits the source: a RemoveFetcher (or the
+        # end of this leadership) may come first, and then the add must not happen at all.
+        generation = self._fetch_generation
         fetcher = await self.manager.fetcher(self.mirror)
-        await fetcher.add_partitions([self.tp])
-        self._fetching = True
+        if await fetcher.add_partitions([self.tp], lambda: generation == self._fetch_generation):
+            self._fetching = True
 
-    def _remove_fetcher(self) -> None:
-        if self._fetching:
+    def _remove_fetcher(self, *, wherever: bool = False) -> None:
+        """Take the partition out of the mirror's fetcher. ``wherever``: whether or not this
+        driver added it (before the log is cut, no fetch of anyone's may append to it)."""
+        self._fetch_generation += 1  # an add still in flight is dropped (see _add_fetcher)
+        if self._fetching or wherever:
             fetcher = self.broker.mirror_fetchers.get(self.mirror)
             if fetcher is not None:
                 fetcher.remove_partitions([self.tp])
@@ -463,7 +470,15 @@ class PartitionDriver:
         return LastMirrorEpochFetched(op, lme, answer.offset, info.leader_epoch)
 
     async def _truncate(self, offset: int, fully: bool) -> None:
+        # LOG_TRUNCATION has no fetcher (MIRRORING adds one at the new log end): one still
+        # there, from an earlier leadership's add that landed late, would append past the cut.
+        self._remove_fetcher(wherever=True)
         partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        if offset < partition.log_end_offset:
+            log.info(
+                "mirror %s: %s-%d truncated from %d to %d (%s)", self.mirror, *self.tp,
+                partition.log_end_offset, offset, "fully" if fully else "to the offset",
+            )  # fmt: skip
         if fully:
             partition.truncate_fully_and_start_at(offset, self.manager.now_ms())
         else:

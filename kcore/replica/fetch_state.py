@@ -214,6 +214,9 @@ class FetcherCore:
     def __init__(self, config: FetcherConfig | None = None) -> None:
         self.config = config or FetcherConfig()
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        # The last version of each removed partition (see add_partition). Bounded by the
+        # partitions this fetcher ever had, as Kafka's fetcher threads are.
+        self._retired: dict[TopicPartition, int] = {}
 
     # -- membership ----------------------------------------------------------------------
 
@@ -227,13 +230,18 @@ class FetcherCore:
     ) -> None:
         """Start (or restart) fetching ``tp`` at ``fetch_offset``."""
         old = self.partitions.get(tp)
-        version = 0 if old is None else old.version + 1
+        # Above every version the partition had, here or before a removal: the answer to a
+        # fetch made for an earlier state must never pass for this one's.
+        version = max(-1 if old is None else old.version, self._retired.pop(tp, -1)) + 1
         self.partitions[tp] = PartitionFetchState(
             topic_id, fetch_offset, current_leader_epoch, last_fetched_epoch, version=version
         )
 
     def remove_partition(self, tp: TopicPartition) -> PartitionFetchState | None:
-        return self.partitions.pop(tp, None)
+        state = self.partitions.pop(tp, None)
+        if state is not None:
+            self._retired[tp] = state.version
+        return state
 
     # -- requests ------------------------------------------------------------------------
 

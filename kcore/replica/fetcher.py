@@ -36,6 +36,7 @@ from kcore.replica.fetch_state import (
     FetcherConfig,
     FetcherCore,
     FetchPlan,
+    FetchStatus,
     HandleOutOfRange,
     PartitionError,
     PartitionResponse,
@@ -85,11 +86,14 @@ class LeaderEndpoint(Protocol):
 class AppendResult:
     """What the handler appended: fetch next from ``next_offset``, the last appended batch
     being of ``last_epoch``. ``hold``: stop fetching the partition here until the manager
-    resumes it (the mirror's D-11 epoch fencing)."""
+    resumes it (the mirror's D-11 epoch fencing). ``refetch``: nothing was appended because
+    the fetch was made from above the local log end offset (the log was truncated under the
+    fetcher): fetch again from ``next_offset``, the log end offset, which may be lower."""
 
     next_offset: int
     last_epoch: int | None
     hold: bool = False
+    refetch: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +245,14 @@ class FetcherTask:
         tp = output.tp
         try:
             if isinstance(output, AppendRecords):
+                state = core.partitions.get(tp)
+                if state is None or state.status is not FetchStatus.PENDING:
+                    return  # removed (or re-added) while an earlier output was processed
                 result = self.handler.append(output)
-                core.appended(tp, result.next_offset, result.last_epoch)
+                if result.refetch:
+                    core.truncated(tp, result.next_offset, result.last_epoch)
+                else:
+                    core.appended(tp, result.next_offset, result.last_epoch)
                 if result.hold:
                     core.hold(tp)
             elif isinstance(output, TruncateOnDivergence):

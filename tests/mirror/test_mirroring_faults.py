@@ -15,12 +15,14 @@ from confluent_kafka import Producer
 
 from kcore.client import KafkaClient
 from kcore.client.admin import LATEST_TIMESTAMP, NewTopic, create_topics, list_offsets
+from kcore.client.connection import ConnectionLost
 from kcore.client.mirrors import (
     create_cluster_mirror,
     describe_cluster_mirrors,
     start_mirror_topics,
     stop_mirror_topics,
 )
+from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import RecordBatch
 from kcore.record.control import ControlRecordType, read_control_record
 from kcore.testing import ProcessCluster
@@ -53,6 +55,23 @@ def _ends(cluster, isolation_level: int = 0) -> dict[int, int]:
         ),
     )
     return {p: answer[(TOPIC, p)].offset for p in range(PARTITIONS)}
+
+
+def _ends_once_led(cluster, isolation_level: int = 0) -> dict[int, int] | None:
+    """``_ends``, or None while a (re)started cluster does not yet know every leader (a
+    predicate polled by wait_until must say "not yet", not raise)."""
+    try:
+        return _ends(cluster, isolation_level)
+    except ConnectionLost:
+        return None
+    except KafkaError as e:
+        if e.code in (
+            ErrorCode.LEADER_NOT_AVAILABLE,
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ):
+            return None
+        raise
 
 
 def _states(cluster, mirror: str) -> dict[int, str]:
@@ -103,7 +122,7 @@ def _in_sync(source, destination, mirror: str) -> None:
     wait_until(
         lambda: (
             _states(destination, mirror) == dict.fromkeys(range(PARTITIONS), "MIRRORING")
-            and _ends(destination) == stable
+            and _ends_once_led(destination) == stable
         ),
         90,
         f"the destination at the source's LSO {stable}",
@@ -130,7 +149,11 @@ def test_mirroring_survives_kill_9_of_the_destination_and_a_source_restart(tmp_p
             wait_until(lambda: load.sent > 2000, 30, "a first backlog")
             started = _admin(destination, lambda c: start_mirror_topics(c, mirror, [TOPIC]))
             assert [(t.name, t.error_code) for t in started.topics] == [(TOPIC, 0)]
-            wait_until(lambda: sum(_ends(destination).values()) > 1000, 60, "mirroring under way")
+            wait_until(
+                lambda: sum((_ends_once_led(destination) or {}).values()) > 1000,
+                60,
+                "mirroring under way",
+            )
 
             # kill -9 of the destination in the middle of mirroring, while the source takes writes.
             destination.node(1).kill(signal.SIGKILL)

@@ -108,6 +108,17 @@ def test_fetch_state_stale_response_is_ignored():
     assert core.partitions[TP].fetch_offset == 50
 
 
+def test_fetch_state_response_to_a_fetch_made_before_a_remove_and_add_is_ignored():
+    # Removed and added back (a leadership that ended and began again) while a fetch was out:
+    # its answer belongs to the old partition state, not to the new one (no ABA on versions).
+    core = _core()
+    plan = core.build_fetch(0.0)
+    core.remove_partition(TP)
+    core.add_partition(TP, TID, 50, 4, 3)
+    assert core.handle_response(plan, {TP: PartitionResponse(records=RECORDS)}, 0.0) == []
+    assert core.partitions[TP].fetch_offset == 50
+
+
 def test_fetch_state_hold_stops_fetching_until_resumed():
     core = _core()
     core.hold(TP)
