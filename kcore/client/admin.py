@@ -41,6 +41,7 @@ __all__ = [
     "api_versions",
     "create_topics",
     "delete_topics",
+    "describe_acls",
     "describe_configs",
     "fetch",
     "list_offsets",
@@ -180,6 +181,24 @@ async def describe_configs(
         ],
         include_synonyms=include_synonyms,
         include_documentation=include_documentation,
+    )
+    return await client.request(target, body)
+
+
+async def describe_acls(client: KafkaClient, *, target: Target = "any") -> Any:
+    """DescribeAcls matching every ACL (resource type, pattern type, operation and permission
+    ANY): the raw response, ``resources[].acls[]`` grouped by resource. ``error_code`` is
+    CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster, SECURITY_DISABLED on a broker
+    without an authorizer."""
+    any_ = 1  # ANY, in each of Kafka's ACL enumerations
+    body = m.DescribeAclsRequest(
+        resource_type_filter=any_,
+        resource_name_filter=None,
+        pattern_type_filter=any_,
+        principal_filter=None,
+        host_filter=None,
+        operation=any_,
+        permission_type=any_,
     )
     return await client.request(target, body)
 
