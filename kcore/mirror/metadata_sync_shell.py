@@ -194,6 +194,9 @@ class MirrorMetadataSync:
             if plan.halted:
                 status.errors = [plan.halted]
                 log.error("mirror %s: %s", name, plan.halted)
+                # D-24: data replication halts too; the partitions say why.
+                code = ErrorCode.MIRROR_SOURCE_CLUSTER_ID_MISMATCH
+                self.broker.mirror_manager.fail_mirror(name, code, plan.halted)
                 return status
             status.last_sync_ms = self.broker.clock.wall_ms()
             status.notes = plan.notes
@@ -307,8 +310,8 @@ class MirrorMetadataSync:
     ) -> DestinationView:
         """The destination's groups named like a source group with offsets to sync, and the
         high watermarks of the partitions they commit."""
-        if not source.groups:
-            return destination
+        if source.groups is None:
+            return destination  # the source's are unknown: no offset sync this round
         synced = set(synced_topics(spec, destination))
         relevant = {
             g: s
