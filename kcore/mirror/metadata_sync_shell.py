@@ -154,13 +154,15 @@ class MirrorMetadataSync:
 
     async def _owned(self) -> list[str]:
         """The existing mirrors this broker coordinates now. Creates ``__mirror_state`` when a
-        mirror exists and it does not, so that a mirror with only include patterns has a
-        coordinator to sync it."""
+        mirror with include patterns exists and it does not, so that auto-discovery has a
+        coordinator to run it (a mirror's first started topic creates it otherwise)."""
         broker = self.broker
-        names = list(mirrors_image(broker.metadata_image).mirrors)
-        if names and MIRROR_STATE not in broker.metadata_image.topics.by_name:
+        mirrors = mirrors_image(broker.metadata_image).mirrors
+        names = list(mirrors)
+        discovering = [n for n, x in mirrors.items() if x.include_patterns]
+        if discovering and MIRROR_STATE not in broker.metadata_image.topics.by_name:
             try:
-                await self._find_coordinator(names[0])
+                await self._find_coordinator(discovering[0])
             except KafkaError as e:
                 log.info("mirror metadata sync: waiting for the coordinator topic: %s", e)
         owned = [n for n in names if broker.mirror_coordinator.is_coordinator(n)]

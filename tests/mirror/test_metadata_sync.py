@@ -455,3 +455,39 @@ async def _controller_acls(cluster, acls):
         ]
     )
     await cluster.broker.controller_call(lambda c, now: c.create_acls(body))
+
+
+# -- the operator's view ---------------------------------------------------------------------
+
+
+def test_sync_status_in_describe_and_describe_json(dr, capsys):
+    import json
+
+    from kcore import cli
+
+    topic = _name("shown")
+    dr.source.create_topic(topic)
+    dr.mirror_topics(topic)
+    admin = AdminClient({"bootstrap.servers": dr.source.bootstrap_servers})
+    resource = ConfigResource("topic", topic, set_config={"retention.ms": "777000"})
+    admin.alter_configs([resource])[resource].result(30)
+    wait_until(
+        lambda: _topic_configs(dr.destination, topic).get("retention.ms") == "777000", 30, "synced"
+    )
+    _sync_round(dr)
+    argv = ["cluster-mirrors", "--bootstrap-server", dr.destination.bootstrap_servers]
+    capsys.readouterr()
+    assert cli.main([*argv, "--describe", "--mirror", dr.mirror, "--json"]) == 0
+    (mirror,) = json.loads(capsys.readouterr().out)["mirrors"]
+    sync = mirror["metadataSync"]
+    assert sync["lastSyncTimeMs"] > 0 and 0 <= sync["lastSyncAgeMs"] < 60_000
+    assert sync["errors"] == []
+    assert any("share-group offset sync" in n for n in sync["notes"])  # kcore has none
+    assert {"kind": "configs-altered", "resource": topic, "detail": "retention.ms=777000"} in (
+        sync["changes"]
+    )
+    assert cli.main([*argv, "--describe", "--mirror", dr.mirror]) == 0
+    out = capsys.readouterr().out
+    assert f"Metadata sync of mirror {dr.mirror}: last round " in out
+    assert "note: share-group offset sync (M-21) does not run" in out
+    assert f"configs-altered {topic}: retention.ms=777000" in out
