@@ -87,6 +87,7 @@ CONFIG_BATCH = 500  # topics per DescribeConfigs
 COMMIT_CONCURRENCY = 8  # OffsetCommits in flight
 # A metadata change wakes the sync at most this often (its own changes wake it once more).
 MIN_GAP_S = 0.2
+POLL_S = 1.0
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs ConfigSource
 
 
@@ -101,7 +102,8 @@ class MirrorMetadataSync:
         self._make_own_client = own_client
         self._find_coordinator = find_coordinator
         self.status: dict[str, SyncStatus] = {}
-        self._due: dict[str, float] = {}  # mirror -> trio time of its next round
+        self._last_round: dict[str, float] = {}  # mirror -> trio time its last round began
+        self._requested: dict[str, float] = {}  # mirror -> a round asked for by then
         self._wake = trio.Event()
         self._sources: dict[str, tuple[dict, KafkaClient]] = {}  # mirror -> (configs, client)
         self._own: KafkaClient | None = None
@@ -113,11 +115,13 @@ class MirrorMetadataSync:
         return self.broker.dynamic_value(REFRESH_INTERVAL_KEY) / 1000
 
     def request_round(self, mirrors: Iterable[str] | None = None) -> None:
-        """Run a round of ``mirrors`` (all when None) as soon as the last one is a little old."""
+        """Run a round of ``mirrors`` (all when None) soon: at once, or :data:`MIN_GAP_S` after
+        the mirror's last round began (its own changes wake it once more, not in a loop)."""
         now = trio.current_time()
-        names = list(self._due) if mirrors is None else list(mirrors)
+        names = list(self._last_round) if mirrors is None else list(mirrors)
         for name in names:
-            self._due[name] = min(self._due.get(name, now), now + MIN_GAP_S)
+            at = max(now, self._last_round.get(name, -math.inf) + MIN_GAP_S)
+            self._requested[name] = min(self._requested.get(name, math.inf), at)
         self._wake.set()
 
     def on_metadata_update(self, delta) -> None:
@@ -129,23 +133,30 @@ class MirrorMetadataSync:
             with contextlib.suppress(RuntimeError):
                 self.request_round(part.changed_mirrors)
 
+    def _due_at(self, name: str) -> float:
+        """When the mirror's next round is due: an interval after its last one began (the
+        interval as configured now), or sooner when asked."""
+        periodic = self._last_round.get(name, -math.inf) + self.interval_s()
+        return min(periodic, self._requested.get(name, math.inf))
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await self.broker.ready.wait()
         try:
             while True:
                 self._wake = trio.Event()
-                for name in await self._owned():
-                    self._due.setdefault(name, trio.current_time())
-                    if self._due[name] <= trio.current_time():
-                        self._due[name] = trio.current_time() + self.interval_s()
+                owned = await self._owned()
+                for name in owned:
+                    if self._due_at(name) <= trio.current_time():
+                        self._last_round[name] = trio.current_time()
+                        self._requested.pop(name, None)
                         await self.sync_once(name)
                 if self._wake.is_set():
                     continue
-                upcoming = min(self._due.values(), default=math.inf)
-                # Ownership may change without a metadata delta of the mirror: look again at
-                # least every interval.
-                wait = min(upcoming - trio.current_time(), self.interval_s())
+                upcoming = min((self._due_at(n) for n in owned), default=math.inf)
+                # Look again at least every POLL_S: the coordinator of a mirror may move or
+                # finish loading, and the interval may be altered, without a delta of the mirror.
+                wait = min(upcoming - trio.current_time(), POLL_S)
                 with trio.move_on_after(max(wait, 0.0)):
                     await self._wake.wait()
         finally:
@@ -166,8 +177,9 @@ class MirrorMetadataSync:
             except KafkaError as e:
                 log.info("mirror metadata sync: waiting for the coordinator topic: %s", e)
         owned = [n for n in names if broker.mirror_coordinator.is_coordinator(n)]
-        for gone in set(self._due) - set(owned):
-            self._due.pop(gone, None)
+        for gone in set(self._last_round) - set(owned):
+            self._last_round.pop(gone, None)
+            self._requested.pop(gone, None)
             self.status.pop(gone, None)
         for gone in set(self._sources) - set(names):
             await self._close_source(gone)

@@ -491,3 +491,65 @@ def test_sync_status_in_describe_and_describe_json(dr, capsys):
     assert f"Metadata sync of mirror {dr.mirror}: last round " in out
     assert "note: share-group offset sync (M-21) does not run" in out
     assert f"configs-altered {topic}: retention.ms=777000" in out
+
+
+def test_sync_pause_halts_config_and_offset_sync_until_resumed(dr):
+    topic, group = _name("paused"), _name("waiting")
+    dr.source.create_topic(topic)
+    _produce(dr.source, topic, [b"p"] * 4)
+    dr.mirror_topics(topic)
+    dr.wait_in_sync()
+    done = _admin(dr.destination, lambda c: madmin.pause_mirror_topics(c, dr.mirror, [topic]))
+    assert [t.error_code for t in done.topics] == [0]
+    admin = AdminClient({"bootstrap.servers": dr.source.bootstrap_servers})
+    resource = ConfigResource("topic", topic, set_config={"retention.ms": "999000"})
+    admin.alter_configs([resource])[resource].result(30)
+    _admin(dr.source, lambda c: _commit(c, group, {(topic, 0): 2}))
+    # Several intervals: rounds of the mirror's other topics (or none, when every topic of the
+    # mirror is paused) leave this one alone.
+    time.sleep(6 * INTERVAL_MS / 1000)
+    assert "retention.ms" not in _topic_configs(dr.destination, topic)  # M-24
+    assert _committed(dr.destination, group) == {}
+    wait_until(lambda: dr.describe()[(topic, 0)].state == "PAUSED", 30, "PAUSED")
+    done = _admin(dr.destination, lambda c: madmin.resume_mirror_topics(c, dr.mirror, [topic]))
+    assert [t.error_code for t in done.topics] == [0]
+    wait_until(
+        lambda: _topic_configs(dr.destination, topic).get("retention.ms") == "999000", 30, "resumed"
+    )
+    wait_until(
+        lambda: _committed(dr.destination, group) == {(topic, 0): 2}, 30, "offsets after resume"
+    )
+
+
+def test_sync_refresh_interval_is_a_dynamic_broker_config(dr):
+    # mirror.metadata.refresh.interval.ms (M-12) altered at run time takes effect at once.
+    op = m.IncrementalAlterConfigsRequest
+    key = "mirror.metadata.refresh.interval.ms"
+
+    def alter(value):
+        body = op(
+            resources=[
+                op.AlterConfigsResource(
+                    resource_type=4,  # BROKER, "" = the cluster-wide default
+                    resource_name="",
+                    configs=[
+                        op.AlterableConfig(
+                            name=key, config_operation=0 if value else 1, value=value
+                        )
+                    ],
+                )
+            ]
+        )
+        response = _admin(dr.destination, lambda c: c.request("any", body))
+        assert [(r.error_code, r.error_message) for r in response.responses] == [(0, None)]
+
+    _sync_round(dr)
+    alter("3600000")
+    try:
+        time.sleep(1.5)
+        before = _status(dr).last_sync_time_ms
+        time.sleep(10 * INTERVAL_MS / 1000)
+        assert _status(dr).last_sync_time_ms == before  # no round in an hour-long interval
+    finally:
+        alter(None)
+    _sync_round(dr)  # back to the broker's 300 ms
