@@ -228,10 +228,11 @@ def main() -> None:
             )
             assert created.error_code == 0, created.error_message
             want = args.topics * args.partitions
-            while (
-                len([tp for tp in dest.broker.replica_manager.partitions if tp[0] != "probe"])
-                < want
-            ):
+
+            def mirrored() -> int:
+                return sum(1 for t, _ in dest.broker.replica_manager.partitions if t[:1] == "t")
+
+            while mirrored() < want:
                 time.sleep(0.5)  # the discovery round runs on its own (a mirror change)
             discovery = time.monotonic() - t
             print(
