@@ -455,9 +455,17 @@ def discovered_topics(
     )
 
 
-def plan_sync(spec: MirrorSyncSpec, source: SourceView, destination: DestinationView) -> SyncPlan:
+def plan_sync(
+    spec: MirrorSyncSpec,
+    source: SourceView,
+    destination: DestinationView,
+    *,
+    max_start: int | None = None,
+) -> SyncPlan:
     """The plan of one round (see the module docstring). Never raises for what the views say:
-    conflicts become :attr:`SyncPlan.notes`, unreadable parts :attr:`SyncPlan.errors`."""
+    conflicts become :attr:`SyncPlan.notes`, unreadable parts :attr:`SyncPlan.errors`.
+    ``max_start`` bounds the topics one round starts (the rest are left to the next rounds,
+    and a note says how many)."""
     plan = SyncPlan()
     recorded = spec.source_cluster_id
     if recorded and source.cluster_id and source.cluster_id != recorded:
@@ -468,6 +476,10 @@ def plan_sync(spec: MirrorSyncSpec, source: SourceView, destination: Destination
         )
         return plan
     _plan_topics(spec, source, destination, plan)
+    if max_start is not None and len(plan.start) > max_start:
+        left = len(plan.start) - max_start
+        plan.start = plan.start[:max_start]
+        plan.notes.append(f"{left} more discovered topic(s) are started by the next rounds")
     _plan_offsets(spec, source, destination, plan)
     _plan_acls(spec, source, destination, plan)
     return plan

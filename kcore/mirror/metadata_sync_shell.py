@@ -82,9 +82,12 @@ __all__ = ["MirrorMetadataSync", "REFRESH_INTERVAL_KEY"]
 log = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_KEY = "mirror.metadata.refresh.interval.ms"
-ROUND_TIMEOUT_S = 60.0
+ROUND_TIMEOUT_S = 60.0  # for the reads of one round
+# Topics one round starts (100 per controller batch): a source of thousands of new topics is
+# discovered over a few rounds, each following the last at once (its changes ask for it).
+MAX_STARTS_PER_ROUND = 200
 CONFIG_BATCH = 500  # topics per DescribeConfigs
-COMMIT_CONCURRENCY = 8  # OffsetCommits in flight
+COMMIT_CONCURRENCY = 32  # OffsetCommits in flight (each one group: the protocol's limit)
 # A metadata change wakes the sync at most this often (its own changes wake it once more).
 MIN_GAP_S = 0.2
 POLL_S = 1.0
@@ -193,8 +196,7 @@ class MirrorMetadataSync:
             status = self.status.setdefault(name, SyncStatus())
             status.last_attempt_ms = self.broker.clock.wall_ms()
             try:
-                with trio.fail_after(ROUND_TIMEOUT_S):
-                    plan = await self._round(name)
+                plan = await self._round(name)
             except (ClientError, KafkaError, OSError, trio.TooSlowError) as e:
                 status.errors = [f"sync round failed: {_describe_error(e)}"]
                 log.warning("mirror %s: metadata sync round failed: %s", name, status.errors[0])
@@ -218,11 +220,7 @@ class MirrorMetadataSync:
             changes = plan.changes()
             if changes:
                 status.changes, status.last_change_ms = changes, status.last_sync_ms
-                log.info(
-                    "mirror %s: metadata sync changed %s",
-                    name,
-                    "; ".join(f"{c.kind} {c.resource} {c.detail}".strip() for c in status.changes),
-                )
+                log.info("mirror %s: metadata sync changed %s", name, _summary(changes))
             return status
 
     async def _round(self, name: str) -> SyncPlan | None:
@@ -244,14 +242,25 @@ class MirrorMetadataSync:
             synced_acls=self.broker.mirror_coordinator.synced_acls(name),
         )
         destination = self._destination_topics(image)
-        client = await self._source(mirror)
-        source = await self._read_source(client, spec, destination)
-        if not (spec.source_cluster_id and source.cluster_id != spec.source_cluster_id):
-            destination = await self._read_destination_groups(spec, source, destination)
-        plan = plan_sync(spec, source, destination)
+        # The reads are bounded (a source that does not answer fails the round); the applying
+        # is bounded by the plan's size (MAX_STARTS_PER_ROUND) and the controller's timeouts.
+        began = trio.current_time()
+        with trio.fail_after(ROUND_TIMEOUT_S):
+            client = await self._source(mirror)
+            source = await self._read_source(client, spec, destination)
+            read_source = trio.current_time()
+            if not (spec.source_cluster_id and source.cluster_id != spec.source_cluster_id):
+                destination = await self._read_destination_groups(spec, source, destination)
+        read = trio.current_time()
+        plan = plan_sync(spec, source, destination, max_start=MAX_STARTS_PER_ROUND)
         if plan.halted:
             return plan
         await self._apply(name, plan)
+        log.debug(
+            "mirror %s: sync round read the source in %.3f s, the destination in %.3f s, "
+            "planned and applied in %.3f s",
+            name, read_source - began, read - read_source, trio.current_time() - read,
+        )  # fmt: skip
         return plan
 
     # -- reading -------------------------------------------------------------------------------
@@ -358,11 +367,29 @@ class MirrorMetadataSync:
                 for tp in s.offsets
                 if tp[0] in synced and tp[1] < destination.topics[tp[0]].partitions
             }
-            answers = await list_offsets(own, {tp: LATEST_TIMESTAMP for tp in sorted(partitions)})
-            ends = {tp: a.offset for tp, a in answers.items() if not a.error_code}
+            # This broker's own leaders answer from memory; the others by ListOffsets, after one
+            # Metadata request for all their topics (not one per topic; OffsetCommit v10 names
+            # topics by id, so the commits need it too).
+            ends, remote = self._local_high_watermarks(partitions)
+            await own.refresh_metadata(sorted({t for t, _ in partitions}))
+            if remote:
+                answers = await list_offsets(own, {tp: LATEST_TIMESTAMP for tp in sorted(remote)})
+                ends.update({tp: a.offset for tp, a in answers.items() if not a.error_code})
         except (ClientError, KafkaError, OSError) as e:
             return _with(destination, groups=None, groups_error=_describe_error(e))
         return _with(destination, groups=groups, high_watermarks=ends)
+
+    def _local_high_watermarks(self, partitions) -> tuple[dict, list]:
+        """The high watermarks of ``partitions`` this broker leads, and the others."""
+        local = self.broker.replica_manager.partitions
+        ends, remote = {}, []
+        for tp in partitions:
+            p = local.get(tp)
+            if p is not None and p.is_leader:
+                ends[tp] = p.high_watermark
+            else:
+                remote.append(tp)
+        return ends, remote
 
     async def _own_client(self) -> KafkaClient:
         if self._own is None:
@@ -492,6 +519,18 @@ class MirrorMetadataSync:
 def _acl_order(a: StandardAcl) -> tuple:
     return (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
             a.operation, a.permission_type)  # fmt: skip
+
+
+def _summary(changes, shown: int = 5) -> str:
+    """``topic-started orders, pay; offsets-committed 1000 group(s)``: few names per kind."""
+    by_kind: dict[str, list[str]] = {}
+    for c in changes:
+        by_kind.setdefault(c.kind, []).append(c.resource)
+    parts = []
+    for kind, names in by_kind.items():
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        parts.append(f"{kind} {', '.join(names[:shown])}{more}")
+    return "; ".join(parts)
 
 
 def _describe_error(e: BaseException) -> str:

@@ -280,6 +280,13 @@ def test_plan_group_of_another_type_is_reported_and_skipped():
     assert plan_sync(MirrorSyncSpec(M), source, ok).commit_offsets == {"g1": {("a", 0): 2}}
 
 
+def test_plan_starts_a_bounded_number_of_topics_per_round():
+    source = SourceView("src", {n: SourceTopic(n, IDS[n], 1) for n in ("auto-1", "auto-2", "a")})
+    plan = plan_sync(MirrorSyncSpec(M, include=(".*",)), source, DestinationView({}), max_start=2)
+    assert [t.name for t in plan.start] == ["a", "auto-1"]
+    assert "1 more discovered topic(s)" in plan.notes[-1]
+
+
 def test_plan_refused_parts_are_errors_and_the_rest_still_runs():
     source = SourceView(
         "src",
