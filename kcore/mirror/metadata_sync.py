@@ -79,7 +79,10 @@ __all__ = [
     "SourceView",
     "SyncPlan",
     "SyncStatus",
+    "acl_sort_key",
     "acl_text",
+    "create_acls_request",
+    "delete_acls_request",
     "copied",
     "copied_topic_config",
     "discovered_topics",
@@ -282,8 +285,12 @@ class SyncPlan:
             Change("offsets-committed", g, f"{len(o)} partition(s)")
             for g, o in sorted(self.commit_offsets.items())
         ]
-        out += [Change("acl-created", acl_text(a)) for a in sorted(self.create_acls, key=_acl_key)]
-        out += [Change("acl-deleted", acl_text(a)) for a in sorted(self.delete_acls, key=_acl_key)]
+        out += [
+            Change("acl-created", acl_text(a)) for a in sorted(self.create_acls, key=acl_sort_key)
+        ]
+        out += [
+            Change("acl-deleted", acl_text(a)) for a in sorted(self.delete_acls, key=acl_sort_key)
+        ]
         return out
 
     # -- the requests ----------------------------------------------------------------------------
@@ -348,43 +355,55 @@ class SyncPlan:
         )
 
     def create_acls_request(self) -> m.CreateAclsRequest | None:
-        if not self.create_acls:
-            return None
-        C = m.CreateAclsRequest
-        return C(
-            creations=[
-                C.AclCreation(
-                    resource_type=a.resource_type,
-                    resource_name=a.resource_name,
-                    resource_pattern_type=a.pattern_type,
-                    principal=a.principal,
-                    host=a.host,
-                    operation=a.operation,
-                    permission_type=a.permission_type,
-                )
-                for a in sorted(self.create_acls, key=_acl_key)
-            ]
-        )
+        return create_acls_request(self.create_acls) if self.create_acls else None
 
     def delete_acls_request(self) -> m.DeleteAclsRequest | None:
-        """One exact filter per ACL: a filter matching only that binding."""
-        if not self.delete_acls:
-            return None
-        D = m.DeleteAclsRequest
-        return D(
-            filters=[
-                D.DeleteAclsFilter(
-                    resource_type_filter=a.resource_type,
-                    resource_name_filter=a.resource_name,
-                    pattern_type_filter=a.pattern_type,
-                    principal_filter=a.principal,
-                    host_filter=a.host,
-                    operation=a.operation,
-                    permission_type=a.permission_type,
-                )
-                for a in sorted(self.delete_acls, key=_acl_key)
-            ]
-        )
+        return delete_acls_request(self.delete_acls) if self.delete_acls else None
+
+
+def _acl_fields(a: StandardAcl) -> dict:
+    return {
+        "principal": a.principal,
+        "host": a.host,
+        "operation": a.operation,
+        "permission_type": a.permission_type,
+    }
+
+
+def create_acls_request(acls: Iterable[StandardAcl]) -> m.CreateAclsRequest:
+    """CreateAcls of ``acls``, in :func:`acl_sort_key` order (the results come in that order)."""
+    C = m.CreateAclsRequest
+    return C(
+        creations=[
+            C.AclCreation(
+                resource_type=a.resource_type,
+                resource_name=a.resource_name,
+                resource_pattern_type=a.pattern_type,
+                **_acl_fields(a),
+            )
+            for a in sorted(acls, key=acl_sort_key)
+        ]
+    )
+
+
+def delete_acls_request(acls: Iterable[StandardAcl]) -> m.DeleteAclsRequest:
+    """DeleteAcls with one exact filter per ACL (matching only that binding), in
+    :func:`acl_sort_key` order."""
+    D = m.DeleteAclsRequest
+    return D(
+        filters=[
+            D.DeleteAclsFilter(
+                resource_type_filter=a.resource_type,
+                resource_name_filter=a.resource_name,
+                pattern_type_filter=a.pattern_type,
+                principal_filter=a.principal,
+                host_filter=a.host,
+                operation=a.operation,
+                permission_type=a.permission_type,
+            )
+            for a in sorted(acls, key=acl_sort_key)
+        ]
+    )
 
 
 @dataclass
@@ -405,16 +424,10 @@ class SyncStatus:
 # -- planning ------------------------------------------------------------------------------------
 
 
-def _acl_key(a: StandardAcl) -> tuple:
-    return (
-        a.resource_type,
-        a.resource_name,
-        a.pattern_type,
-        a.principal,
-        a.host,
-        a.operation,
-        a.permission_type,
-    )
+def acl_sort_key(a: StandardAcl) -> tuple:
+    """A total order of ACL bindings (requests and records list them in it)."""
+    return (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+            a.operation, a.permission_type)  # fmt: skip
 
 
 def acl_text(a: StandardAcl) -> str:

@@ -69,6 +69,9 @@ from kcore.mirror.metadata_sync import (
     SourceView,
     SyncPlan,
     SyncStatus,
+    acl_sort_key,
+    create_acls_request,
+    delete_acls_request,
     discovered_topics,
     plan_sync,
     synced_topics,
@@ -480,22 +483,31 @@ class MirrorMetadataSync:
             return
         broker = self.broker
         provenance = set(plan.synced_acls)
-        request = plan.create_acls_request()
-        if request is not None:
-            response = await broker.controller_call(lambda c, now: c.create_acls(request))
-            ordered = sorted(plan.create_acls, key=_acl_order)
-            for acl, result in zip(ordered, response.results, strict=True):
+        # A creation that failed is not the mirror's; a deletion that failed still is (a later
+        # round deletes it).
+        steps = (
+            ("create_acls", create_acls_request, "results", plan.create_acls, provenance.discard),
+            (
+                "delete_acls",
+                delete_acls_request,
+                "filter_results",
+                plan.delete_acls,
+                provenance.add,
+            ),
+        )
+        for operation, build, field, acls, on_error in steps:
+            if not acls:
+                continue
+            request = build(acls)
+            response = await broker.controller_call(
+                lambda c, now, o=operation, r=request: getattr(c, o)(r)
+            )
+            for acl, result in zip(
+                sorted(acls, key=acl_sort_key), getattr(response, field), strict=True
+            ):
                 if result.error_code:
-                    provenance.discard(acl)
-                    _collect(plan, "CreateAcls", result.error_code, result.error_message)
-        request = plan.delete_acls_request()
-        if request is not None:
-            response = await broker.controller_call(lambda c, now: c.delete_acls(request))
-            ordered = sorted(plan.delete_acls, key=_acl_order)
-            for acl, result in zip(ordered, response.filter_results, strict=True):
-                if result.error_code:
-                    provenance.add(acl)  # still ours: deleted by a later round
-                    _collect(plan, "DeleteAcls", result.error_code, result.error_message)
+                    on_error(acl)
+                    _collect(plan, operation, result.error_code, result.error_message)
         await broker.mirror_coordinator.write_synced_acls(name, provenance)
 
     # -- closing -------------------------------------------------------------------------------
@@ -514,11 +526,6 @@ class MirrorMetadataSync:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _acl_order(a: StandardAcl) -> tuple:
-    return (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
-            a.operation, a.permission_type)  # fmt: skip
 
 
 def _summary(changes, shown: int = 5) -> str:

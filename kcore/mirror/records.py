@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from kcore.coordinator.partitioning import partition_for
 from kcore.metadata.image import StandardAcl
 from kcore.metadata.topic_names import MIRROR_STATE_TOPIC
+from kcore.mirror.metadata_sync import acl_sort_key
 from kcore.mirror.state import MirrorPartitionState
 from kcore.protocol import messages as m
 from kcore.protocol.codegen import snake_case
@@ -222,7 +223,7 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
                     operation=a.operation,
                     permission_type=a.permission_type,
                 )
-                for a in sorted(record.acls, key=_acl_order)
+                for a in sorted(record.acls, key=acl_sort_key)
             ]
         )
         key = _key(SYNCED_ACLS, record.mirror_name)
@@ -232,11 +233,6 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
             raise ValueError(f"no __mirror_state record type {record.record_type}")
         return _key(record.record_type, record.mirror_name), None
     raise TypeError(f"not a __mirror_state record: {record!r}")
-
-
-def _acl_order(a) -> tuple:
-    return (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
-            a.operation, a.permission_type)  # fmt: skip
 
 
 # -- decoding ----------------------------------------------------------------------------------

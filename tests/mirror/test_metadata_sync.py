@@ -23,6 +23,7 @@ from kcore.client import mirrors as madmin
 from kcore.client.groups import offset_fetch, offset_fetch_partitions
 from kcore.metadata.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from kcore.metadata.image import StandardAcl
+from kcore.mirror.metadata_sync import create_acls_request, delete_acls_request
 from kcore.protocol import messages as m
 from kcore.testing.mirroring import MirroredClusters
 
@@ -90,6 +91,25 @@ def _committed(cluster, group: str) -> dict:
         for tp, p in offset_fetch_partitions(response).items()
         if p.committed_offset >= 0
     }
+
+
+def _alter_mirror(dr, changes: dict) -> None:
+    """IncrementalAlterConfigs of the mirror's configs: ``{key: (operation, value)}``."""
+    op = m.IncrementalAlterConfigsRequest
+    body = op(
+        resources=[
+            op.AlterConfigsResource(
+                resource_type=64,  # CLUSTER_MIRROR
+                resource_name=dr.mirror,
+                configs=[
+                    op.AlterableConfig(name=k, config_operation=o, value=v)
+                    for k, (o, v) in changes.items()
+                ],
+            )
+        ]
+    )
+    response = _admin(dr.destination, lambda c: c.request("any", body))
+    assert [(r.error_code, r.error_message) for r in response.responses] == [(0, None)]
 
 
 def _topic_configs(cluster, topic: str) -> dict:
@@ -312,24 +332,7 @@ def test_sync_an_exclude_pattern_added_later_stops_the_topic(dr):
     _produce(dr.source, topic, [b"kept"])
     dr.mirror_topics(topic)
     dr.wait_in_sync()
-    admin = AdminClient({"bootstrap.servers": dr.destination.bootstrap_servers})
-    op = m.IncrementalAlterConfigsRequest
-    body = op(
-        resources=[
-            op.AlterConfigsResource(
-                resource_type=64,
-                resource_name=dr.mirror,
-                configs=[
-                    op.AlterableConfig(
-                        name="mirror.topics.exclude", config_operation=2, value=topic
-                    )
-                ],
-            )
-        ]
-    )
-    del admin
-    response = _admin(dr.destination, lambda c: c.request("any", body))
-    assert [r.error_code for r in response.responses] == [0]
+    _alter_mirror(dr, {"mirror.topics.exclude": (2, topic)})  # APPEND
     wait_until(lambda: dr.describe().get((topic, 0)).state == "STOPPED", 30, "stopped by exclude")
     # The record, then STOPPING's MIRROR_PID_RESET control record: the data stays.
     assert dr.destination.broker.replica_manager.partitions[(topic, 0)].log_end_offset == 2
@@ -380,41 +383,11 @@ def _acl(topic: str, principal: str) -> StandardAcl:
 
 
 async def _create_acls(client, acls):
-    C = m.CreateAclsRequest
-    body = C(
-        creations=[
-            C.AclCreation(
-                resource_type=a.resource_type,
-                resource_name=a.resource_name,
-                resource_pattern_type=a.pattern_type,
-                principal=a.principal,
-                host=a.host,
-                operation=a.operation,
-                permission_type=a.permission_type,
-            )
-            for a in acls
-        ]
-    )
-    return await client.request("any", body)
+    return await client.request("any", create_acls_request(acls))
 
 
 async def _delete_acls(client, acls):
-    D = m.DeleteAclsRequest
-    body = D(
-        filters=[
-            D.DeleteAclsFilter(
-                resource_type_filter=a.resource_type,
-                resource_name_filter=a.resource_name,
-                pattern_type_filter=a.pattern_type,
-                principal_filter=a.principal,
-                host_filter=a.host,
-                operation=a.operation,
-                permission_type=a.permission_type,
-            )
-            for a in acls
-        ]
-    )
-    return await client.request("any", body)
+    return await client.request("any", delete_acls_request(acls))
 
 
 def _acls(cluster) -> set:
@@ -439,22 +412,9 @@ def test_sync_acls_follow_the_source_and_a_hand_made_one_survives(dr):
 
 
 async def _controller_acls(cluster, acls):
-    C = m.CreateAclsRequest
-    body = C(
-        creations=[
-            C.AclCreation(
-                resource_type=a.resource_type,
-                resource_name=a.resource_name,
-                resource_pattern_type=a.pattern_type,
-                principal=a.principal,
-                host=a.host,
-                operation=a.operation,
-                permission_type=a.permission_type,
-            )
-            for a in acls
-        ]
-    )
-    await cluster.broker.controller_call(lambda c, now: c.create_acls(body))
+    """ACLs made on ``cluster`` by hand (not through the sync)."""
+    request = create_acls_request(acls)
+    await cluster.broker.controller_call(lambda c, now: c.create_acls(request))
 
 
 # -- the operator's view ---------------------------------------------------------------------

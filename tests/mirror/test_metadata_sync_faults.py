@@ -24,6 +24,7 @@ from .test_metadata_sync import (
     AUTHORIZER,
     INTERVAL_MS,
     _admin,
+    _alter_mirror,
     _commit,
     _committed,
     _controller_acls,
@@ -159,27 +160,13 @@ def test_sync_source_cluster_id_changed_halts_the_sync():
         dr.mirror_topics(topic)
         dr.wait_in_sync()
         impostor.create_topic(_name("auto-impostor"))
-        op = m.IncrementalAlterConfigsRequest
-        body = op(
-            resources=[
-                op.AlterConfigsResource(
-                    resource_type=64,
-                    resource_name=dr.mirror,
-                    configs=[
-                        op.AlterableConfig(
-                            name="bootstrap.servers",
-                            config_operation=0,
-                            value=impostor.bootstrap_servers,
-                        ),
-                        op.AlterableConfig(
-                            name="mirror.topics.include", config_operation=0, value=".*"
-                        ),
-                    ],
-                )
-            ]
+        _alter_mirror(
+            dr,
+            {
+                "bootstrap.servers": (0, impostor.bootstrap_servers),
+                "mirror.topics.include": (0, ".*"),
+            },
         )
-        response = _admin(dr.destination, lambda c: c.request("any", body))
-        assert [r.error_code for r in response.responses] == [0]
         wait_until(
             lambda: any("MIRROR_SOURCE_CLUSTER_ID_MISMATCH" in e for e in _status(dr).sync_errors),
             30,
