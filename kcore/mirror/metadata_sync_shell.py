@@ -77,7 +77,7 @@ from kcore.mirror.metadata_sync import (
     synced_topics,
 )
 from kcore.mirror.records import MIRROR_STATE
-from kcore.mirror.state import MirrorOperation, MirrorPartitionState, check_operation
+from kcore.mirror.state import MirrorOperation, check_operation
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["MirrorMetadataSync", "REFRESH_INTERVAL_KEY"]
@@ -432,7 +432,7 @@ class MirrorMetadataSync:
 
     async def _stop(self, name: str, plan: SyncPlan, request) -> None:
         """As the StopMirrorTopics handler: partition states admitted (D-26), then the
-        controller; FAILED partitions get their manual recovery (D-13)."""
+        controller (whose Stop also reaches FAILED partitions as their recovery, D-13)."""
         broker = self.broker
         image = broker.metadata_image
         partitions = [
@@ -451,9 +451,6 @@ class MirrorMetadataSync:
         _collect(plan, "StopMirrorTopics", response.error_code, response.error_message)
         for t in response.topics:
             _collect(plan, f"stopping {t.name}", t.error_code, t.error_message)
-        if not response.error_code:
-            failed = [tp for tp, s in states.items() if s is MirrorPartitionState.FAILED]
-            broker.mirror_manager.request_recovery(failed)
 
     async def _commit(self, plan: SyncPlan) -> None:
         own = await self._own_client()

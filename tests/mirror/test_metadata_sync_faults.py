@@ -210,3 +210,32 @@ def test_sync_acl_provenance_survives_a_destination_restart():
         wait_until(lambda: synced not in _acls(dr.destination), 30, "ACL deleted after restart")
         _sync_round(dr)
         assert manual in _acls(dr.destination)
+
+
+def test_sync_into_three_destination_brokers():
+    # The coordinator of the mirror is one of three brokers: it reads high watermarks of the
+    # partitions others lead (ListOffsets), commits at groups other brokers coordinate, and
+    # Describe (asked of every broker, merged) shows its status.
+    with MirroredClusters(
+        "three", source_config=CLUSTER_CONFIG, destination_config=DESTINATION, destination_brokers=3
+    ) as dr:
+        topic, group = _name("spread"), _name("spread-readers")
+        dr.source.create_topic(topic, partitions=3)
+        for p in range(3):
+            _produce(dr.source, topic, [b"v"] * 4, partition=p)
+        dr.mirror_topics(topic)
+        dr.wait_in_sync()
+        _admin(dr.source, lambda c: _commit(c, group, {(topic, p): p + 1 for p in range(3)}))
+        want = {(topic, p): p + 1 for p in range(3)}
+        wait_until(lambda: _committed(dr.destination, group) == want, 60, "offsets synced")
+        admin = AdminClient({"bootstrap.servers": dr.source.bootstrap_servers})
+        resource = ConfigResource("topic", topic, set_config={"retention.ms": "5555"})
+        admin.alter_configs([resource])[resource].result(30)
+        wait_until(
+            lambda: _topic_configs(dr.destination, topic).get("retention.ms") == "5555",
+            60,
+            "configs",
+        )
+        status = _status(dr)
+        assert status.last_sync_time_ms > 0 and status.sync_errors == []
+        assert ("configs-altered", topic) in [(c.kind, c.resource) for c in status.sync_changes]
