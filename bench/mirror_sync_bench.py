@@ -244,7 +244,8 @@ def main() -> None:
             def mirrored() -> int:
                 return sum(1 for t, _ in dest.broker.replica_manager.partitions if t[:1] == "t")
 
-            while mirrored() < want:
+            discover_until = time.monotonic() + args.settle
+            while mirrored() < want and time.monotonic() < discover_until:
                 time.sleep(0.5)  # the discovery round runs on its own (a mirror change)
             discovery = time.monotonic() - t
             print(

@@ -86,6 +86,8 @@ log = logging.getLogger(__name__)
 
 REFRESH_INTERVAL_KEY = "mirror.metadata.refresh.interval.ms"
 ROUND_TIMEOUT_S = 60.0  # for the reads of one round
+APPLY_TIMEOUT_S = 120.0  # for its changes
+COMMIT_ATTEMPTS = 3  # per group: a coordinator that keeps moving is tried by the next round
 # Topics one round starts (100 per controller batch): a source of thousands of new topics is
 # discovered over a few rounds, each following the last at once (its changes ask for it).
 MAX_STARTS_PER_ROUND = 200
@@ -245,8 +247,8 @@ class MirrorMetadataSync:
             synced_acls=self.broker.mirror_coordinator.synced_acls(name),
         )
         destination = self._destination_topics(image)
-        # The reads are bounded (a source that does not answer fails the round); the applying
-        # is bounded by the plan's size (MAX_STARTS_PER_ROUND) and the controller's timeouts.
+        # The reads are bounded (a source that does not answer fails the round); so is the
+        # applying, by the plan's size (MAX_STARTS_PER_ROUND) and APPLY_TIMEOUT_S.
         began = trio.current_time()
         with trio.fail_after(ROUND_TIMEOUT_S):
             client = await self._source(mirror)
@@ -258,7 +260,14 @@ class MirrorMetadataSync:
         plan = plan_sync(spec, source, destination, max_start=MAX_STARTS_PER_ROUND)
         if plan.halted:
             return plan
-        await self._apply(name, plan)
+        # Bounded too: what is not applied by then is planned again by the next round.
+        with trio.move_on_after(APPLY_TIMEOUT_S) as applying:
+            await self._apply(name, plan)
+        if applying.cancelled_caught:
+            plan.errors.append(
+                f"the round's changes were not all applied within {APPLY_TIMEOUT_S:.0f} s; "
+                "the next round goes on"
+            )
         log.debug(
             "mirror %s: sync round read the source in %.3f s, the destination in %.3f s, "
             "planned and applied in %.3f s",
@@ -459,7 +468,7 @@ class MirrorMetadataSync:
         async def commit(group: str, offsets) -> None:
             async with limiter:
                 try:
-                    response = await offset_commit(own, group, offsets)
+                    response = await offset_commit(own, group, offsets, attempts=COMMIT_ATTEMPTS)
                 except (ClientError, KafkaError, OSError) as e:
                     plan.notes.append(f"group {group}: OffsetCommit failed: {_describe_error(e)}")
                     plan.commit_offsets.pop(group, None)
