@@ -249,7 +249,8 @@ def main() -> None:
                 time.sleep(0.5)  # the discovery round runs on its own (a mirror change)
             discovery = time.monotonic() - t
             print(
-                f"discovery: {want} partitions created and started in {discovery:.1f} s", flush=True
+                f"discovery: {mirrored()} of {want} partitions created and started in {discovery:.1f} s",
+                flush=True,
             )
 
             def states() -> dict[str, int]:
