@@ -35,6 +35,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import trio
@@ -175,16 +176,17 @@ class Probe:
         )
         assert self.proc.stdout.readline().strip() == "ready"
         self.samples: list[tuple[float, float, float]] = []
+        # Read all the time: a full pipe would stop the probe.
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-    def collect(self) -> None:
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
+    def _read(self) -> None:
+        for line in self.proc.stdout:
             t, p, f = line.split()
             self.samples.append((float(t), float(p), float(f)))
-        os.set_blocking(self.proc.stdout.fileno(), True)
+
+    def collect(self) -> None:
+        """Nothing to do: the reader thread keeps ``samples`` current."""
 
     def between(self, windows: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
         inside = [s for s in self.samples if any(a <= s[0] <= b for a, b in windows)]
