@@ -10,7 +10,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log soak mutate mutate-results clean
+.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -97,6 +97,11 @@ bench-mirror: $(STAMP)
 # kcore dump-log --deep-iteration --print-data-log of a 1 GiB segment, against a plain read.
 bench-dump-log: $(STAMP)
 	$(PY) bench/dump_log_bench.py
+
+# One metadata sync round over 1,000 topics x 10 partitions and 1,000 groups, and the
+# destination's produce/fetch latency meanwhile (issue #15).
+bench-mirror-sync: $(STAMP)
+	$(PY) bench/mirror_sync_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info mutants

@@ -30,6 +30,7 @@ EXEMPT |= {
     "kcore/mirror/source.py",
     "kcore/mirror/fetcher.py",
     "kcore/mirror/manager.py",
+    "kcore/mirror/metadata_sync_shell.py",
     "kcore/mirror/remote_endpoint.py",
     "kcore/replica/fetcher.py",
 }

@@ -56,6 +56,7 @@ __all__ = [
     "offset_commit",
     "offset_delete",
     "offset_fetch",
+    "offset_fetch_groups",
     "offset_fetch_partitions",
 ]
 
@@ -468,6 +469,69 @@ async def offset_fetch(
     if version >= _TOPIC_ID_VERSION:
         await _name_topics(client, [t for g in response.groups for t in g.topics])
     return response
+
+
+async def offset_fetch_groups(
+    client: KafkaClient,
+    groups: Iterable[str],
+    *,
+    batch: int = 100,
+    attempts: int = DEFAULT_ATTEMPTS,
+) -> dict[str, Any]:
+    """Every committed offset of each of ``groups``: ``{group: OffsetFetchResponseGroup}``
+    (``error_code``, ``topics[].partitions[]`` with names filled in).
+
+    From OffsetFetch v8 (KIP-709) one request asks a coordinator for up to ``batch`` groups,
+    so a thousand groups cost a few requests; a broker below v8 is asked group by group. A
+    group whose coordinator cannot be found or keeps moving comes back with that error code.
+    """
+    O = m.OffsetFetchRequest  # noqa: E741 (Kafka's name, as in admin.py)
+    R = m.OffsetFetchResponse
+
+    async def send(node: int, names: list[str]) -> list[Any]:
+        conn = await client.connection(node)
+        version = conn.version_for(_OFFSET_FETCH_KEY)
+        if version < _OFFSET_FETCH_GROUPS_VERSION:
+            out = []
+            for name in names:
+                response = await offset_fetch(client, name, attempts=attempts)
+                code = response.error_code if version >= 2 else 0
+                topics = [
+                    R.OffsetFetchResponseTopics(
+                        name=t.name,
+                        partitions=[
+                            R.OffsetFetchResponsePartitions(
+                                partition_index=p.partition_index,
+                                committed_offset=p.committed_offset,
+                                error_code=p.error_code,
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in response.topics
+                ]
+                out.append(
+                    R.OffsetFetchResponseGroup(group_id=name, error_code=code, topics=topics)
+                )
+            return out
+        answers = []
+        for i in range(0, len(names), batch):
+            body = O(
+                groups=[
+                    O.OffsetFetchRequestGroup(group_id=g, topics=None) for g in names[i : i + batch]
+                ]
+            )
+            response = await conn.request(body, version)
+            if version >= _TOPIC_ID_VERSION:
+                await _name_topics(client, [t for g in response.groups for t in g.topics])
+            answers += response.groups
+        return answers
+
+    def failed(group: str, code: int) -> Any:
+        return R.OffsetFetchResponseGroup(group_id=group, error_code=code)
+
+    results = await per_coordinator(client, groups, send, failed, attempts)
+    return {g.group_id: g for g in results}
 
 
 def offset_fetch_partitions(response: Any, group: str | None = None) -> dict[tuple[str, int], Any]:

@@ -187,7 +187,9 @@ async def describe_cluster_mirrors(
             nursery.start_soon(ask, node)
     if not answers:
         raise failures[0]
-    return await _merge_by_leader(client, [answers[n] for n in nodes if n in answers], answers)
+    merged = await _merge_by_leader(client, [answers[n] for n in nodes if n in answers], answers)
+    _merge_sync_status(merged, answers.values())
+    return merged
 
 
 async def _merge_by_leader(client: KafkaClient, ordered: list[Any], answers: dict[int, Any]):
@@ -218,3 +220,34 @@ async def _merge_by_leader(client: KafkaClient, ordered: list[Any], answers: dic
                     for name in LEADER_FIELDS:
                         setattr(p, name, getattr(found, name))
     return merged
+
+
+#: The metadata sync status of a mirror (issue #15): only its coordinator broker knows it.
+SYNC_FIELDS = (
+    "last_sync_time_ms",
+    "last_sync_age_ms",
+    "last_change_time_ms",
+    "sync_errors",
+    "sync_changes",
+    "sync_notes",
+)
+
+
+def _merge_sync_status(merged: Any, answers: Iterable[Any]) -> None:
+    """Each mirror's sync status from the broker that ran its rounds (the latest round, or
+    any errors or changes: its coordinator), not from the first broker that answered."""
+    best: dict[str, Any] = {}
+    for answer in answers:
+        for d in answer.mirrors:
+            rank = (d.last_sync_time_ms, len(d.sync_errors) + len(d.sync_changes))
+            held = best.get(d.mirror_name)
+            if held is None or rank > (
+                held.last_sync_time_ms,
+                len(held.sync_errors) + len(held.sync_changes),
+            ):
+                best[d.mirror_name] = d
+    for d in merged.mirrors:
+        found = best.get(d.mirror_name)
+        if found is not None and found is not d:
+            for name in SYNC_FIELDS:
+                setattr(d, name, getattr(found, name))

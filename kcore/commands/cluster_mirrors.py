@@ -360,10 +360,15 @@ async def _describe(client: KafkaClient, args) -> int:
         doc = {
             "mirrors": [
                 {
-                    "mirror": mirror,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                    "mirror": x.mirror_name,
+                    "topics": [
+                        {"topic": t, "partitions": ps}
+                        for t, ps in out.get(x.mirror_name, {}).items()
+                    ],
+                    "metadataSync": _sync_json(x),
                 }
-                for mirror, topics in out.items()
+                for x in mirrors
+                if not x.error_code
             ]
         }
         print(json.dumps(doc, indent=2))
@@ -378,4 +383,45 @@ async def _describe(client: KafkaClient, args) -> int:
             f"{mirror:<30} {topic:<40} {p.partition_index:<10} {_offset(p.source_offset):<15} "
             f"{_offset(p.destination_offset):<18} {_offset(p.lag):<8} {p.state}"
         )
+    for x in mirrors:
+        if not x.error_code:
+            _print_sync(x)
     return status
+
+
+# -- the metadata sync status (issue #15): kcore's, after the spec's table --------------------
+
+
+def _age(ms: int) -> str:
+    return "never" if ms < 0 else f"{ms / 1000:.1f} s ago"
+
+
+def _sync_json(x) -> dict[str, Any]:
+    return {
+        "lastSyncTimeMs": x.last_sync_time_ms,
+        "lastSyncAgeMs": x.last_sync_age_ms,
+        "lastChangeTimeMs": x.last_change_time_ms,
+        "changes": [
+            {"kind": c.kind, "resource": c.resource, "detail": c.detail} for c in x.sync_changes
+        ],
+        "errors": list(x.sync_errors),
+        "notes": list(x.sync_notes),
+    }
+
+
+def _print_sync(x) -> None:
+    print()
+    print(f"Metadata sync of mirror {x.mirror_name}: last round {_age(x.last_sync_age_ms)}")
+    if x.sync_changes:
+        age = (
+            ""
+            if x.last_sync_time_ms < 0 or x.last_change_time_ms < 0
+            else (f" ({_age(x.last_sync_age_ms + x.last_sync_time_ms - x.last_change_time_ms)})")
+        )
+        print(f"  last changes{age}:")
+        for c in x.sync_changes:
+            print(f"    {c.kind} {c.resource}" + (f": {c.detail}" if c.detail else ""))
+    for e in x.sync_errors:
+        print(f"  error: {e}")
+    for n in x.sync_notes:
+        print(f"  note: {n}")

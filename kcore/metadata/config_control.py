@@ -83,6 +83,7 @@ BROKER_DYNAMIC_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
     "follower.replication.throttled.rate": (ConfigType.LONG, 0),
     "replica.alter.log.dirs.io.max.bytes.per.second": (ConfigType.LONG, 0),
     "mirror.replication.throttled.rate": (ConfigType.LONG, 0),  # spec M-95
+    "mirror.metadata.refresh.interval.ms": (ConfigType.LONG, 1),  # spec M-95, issue #15
 }
 
 # Kafka's other dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs: the listener,

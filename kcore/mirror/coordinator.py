@@ -64,6 +64,7 @@ from kcore.mirror import records as rec
 from kcore.mirror.records import (
     LastMirrorEpochsRecord,
     MirrorPartitionStateRecord,
+    MirrorSyncedAclsRecord,
     MirrorTombstone,
     Record,
 )
@@ -140,9 +141,10 @@ class StateUpdate:
 class _Mirror:
     states: dict[TopicPartition, MirrorPartitionStateRecord] = field(default_factory=dict)
     epochs: dict[TopicPartition, int] = field(default_factory=dict)
+    synced_acls: frozenset | None = None  # D-22: what the metadata sync created
 
     def empty(self) -> bool:
-        return not self.states and not self.epochs
+        return not self.states and not self.epochs and self.synced_acls is None
 
 
 def derive(
@@ -328,6 +330,18 @@ class ClusterMirrorCoordinator:
         if mirror_name in mirrors:
             self._write(mirror_name, rec.deletion_records(mirror_name))
 
+    def synced_acls(self, mirror_name: str) -> frozenset:
+        """The ACLs the mirror's metadata sync created (D-22); empty when it created none."""
+        mirror = self._lookup(mirror_name).get(mirror_name)
+        return frozenset() if mirror is None or mirror.synced_acls is None else mirror.synced_acls
+
+    def write_synced_acls(self, mirror_name: str, acls: Iterable) -> None:
+        """Persist the whole set of ACLs the sync created (replacing the last); nothing is
+        written when it did not change."""
+        acls = frozenset(acls)
+        if acls != self.synced_acls(mirror_name):
+            self._write(mirror_name, [MirrorSyncedAclsRecord(mirror_name, acls)])
+
     def _transition(self, name: str, mirror: _Mirror, u: StateUpdate) -> MirrorPartitionStateRecord:
         state = S(u.state)
         current = mirror.states.get((u.topic, u.partition))
@@ -396,6 +410,8 @@ class ClusterMirrorCoordinator:
             mirror.states[tp] = record
         elif isinstance(record, LastMirrorEpochsRecord):
             mirrors.setdefault(record.mirror_name, _Mirror()).epochs.update(record.epochs)
+        elif isinstance(record, MirrorSyncedAclsRecord):
+            mirrors.setdefault(record.mirror_name, _Mirror()).synced_acls = record.acls
         elif isinstance(record, MirrorTombstone):
             mirror = mirrors.get(record.mirror_name)
             if mirror is None:
@@ -404,6 +420,8 @@ class ClusterMirrorCoordinator:
                 mirror.states.clear()
             elif record.record_type == rec.LAST_MIRROR_EPOCHS:
                 mirror.epochs.clear()
+            elif record.record_type == rec.SYNCED_ACLS:
+                mirror.synced_acls = None
             if mirror.empty():
                 del mirrors[record.mirror_name]
         else:
@@ -507,6 +525,8 @@ def _full_state(mirrors: dict[str, _Mirror]) -> list[Record]:
         out += [mirror.states[tp] for tp in sorted(mirror.states)]
         if mirror.epochs:  # after the states: entering STOPPING clears an LME (see _apply)
             out.append(LastMirrorEpochsRecord(name, dict(mirror.epochs)))
+        if mirror.synced_acls is not None:
+            out.append(MirrorSyncedAclsRecord(name, mirror.synced_acls))
     return out
 
 

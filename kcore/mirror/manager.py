@@ -255,6 +255,19 @@ class MirrorManager:
                 )
                 driver.send(RecoveryRequested())
 
+    # -- the metadata sync's source cluster id check (D-24) ----------------------------------
+
+    def fail_mirror(self, mirror: str, code: ErrorCode, reason: str) -> int:
+        """The metadata sync found that ``mirror``'s source is not the cluster it recorded:
+        every mirroring partition of it that this broker leads moves to FAILED with
+        ``reason`` (its fetching ends). Returns how many were told."""
+        told = 0
+        for driver in self.drivers.values():
+            if driver.mirror == mirror:
+                driver.send(SourceFailed(code, reason))
+                told += 1
+        return told
+
     # -- Describe ---------------------------------------------------------------------------
 
     def machine_record(self, tp: TopicPartition) -> PersistedState | None:

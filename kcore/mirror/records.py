@@ -10,7 +10,10 @@ leader of that partition is the mirror's coordinator. Each change is one record 
   every transition (M-46);
 * **type 1, LastMirrorEpochs** (spec M-91): the last mirrored leader epoch of some partitions,
   written while STOPPING (D-09);
-* **tombstones** (null values) of both keys: the mirror is deleted (D-29, M-65).
+* **type 3, MirrorSyncedAcls** (kcore's, decision D-22): the ACLs the mirror's metadata sync
+  created on this cluster, the whole set in each record (the last one wins on replay), so the
+  sync deletes only those when the source drops them, across restarts and coordinator moves;
+* **tombstones** (null values) of every key: the mirror is deleted (D-29, M-65).
 
 Byte layout, the proposal's, so that the dump example of spec §8.4 comes out exactly
 (``keySize: 13 valueSize: 17``; with the example's timestamps even the batch CRCs agree)::
@@ -47,7 +50,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kcore.coordinator.partitioning import partition_for
+from kcore.metadata.image import StandardAcl
 from kcore.metadata.topic_names import MIRROR_STATE_TOPIC
+from kcore.mirror.metadata_sync import acl_sort_key
 from kcore.mirror.state import MirrorPartitionState
 from kcore.protocol import messages as m
 from kcore.protocol.message_json import message_json
@@ -56,12 +61,14 @@ from kcore.protocol.primitives import MalformedMessage
 __all__ = [
     "LAST_MIRROR_EPOCHS",
     "MIRROR_STATE",
+    "SYNCED_ACLS",
     "NO_LAST_MIRROR_EPOCH",
     "PARTITION_STATE",
     "VALUE_VERSION",
     "CorruptMirrorStateRecord",
     "LastMirrorEpochsRecord",
     "MirrorPartitionStateRecord",
+    "MirrorSyncedAclsRecord",
     "MirrorTombstone",
     "Record",
     "decode",
@@ -75,15 +82,21 @@ __all__ = [
 MIRROR_STATE = MIRROR_STATE_TOPIC
 LAST_MIRROR_EPOCHS = 1  # record types: the int16 that opens the key
 PARTITION_STATE = 2
+SYNCED_ACLS = 3
 VALUE_VERSION = 0
 NO_LAST_MIRROR_EPOCH = -1
 
 S = MirrorPartitionState
 _INT16 = struct.Struct(">h")
-_KEYS = {LAST_MIRROR_EPOCHS: m.LastMirrorEpochsKey, PARTITION_STATE: m.MirrorPartitionStateKey}
+_KEYS = {
+    LAST_MIRROR_EPOCHS: m.LastMirrorEpochsKey,
+    PARTITION_STATE: m.MirrorPartitionStateKey,
+    SYNCED_ACLS: m.MirrorSyncedAclsKey,
+}
 _VALUES = {
     LAST_MIRROR_EPOCHS: m.LastMirrorEpochsValue,
     PARTITION_STATE: m.MirrorPartitionStateValue,
+    SYNCED_ACLS: m.MirrorSyncedAclsValue,
 }
 
 
@@ -121,6 +134,15 @@ class LastMirrorEpochsRecord:
     epochs: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MirrorSyncedAclsRecord:
+    """The ACLs the mirror's metadata sync created (type 3, D-22): ``acls`` holds
+    :class:`~kcore.metadata.image.StandardAcl` bindings; it replaces any earlier set."""
+
+    mirror_name: str
+    acls: frozenset = field(default_factory=frozenset)
+
+
 @dataclass(frozen=True, slots=True)
 class MirrorTombstone:
     """A null value on the mirror's key of ``record_type``: drops all of that type (D-29)."""
@@ -129,7 +151,9 @@ class MirrorTombstone:
     record_type: int
 
 
-Record = MirrorPartitionStateRecord | LastMirrorEpochsRecord | MirrorTombstone
+Record = (
+    MirrorPartitionStateRecord | LastMirrorEpochsRecord | MirrorSyncedAclsRecord | MirrorTombstone
+)
 
 
 def deletion_records(mirror_name: str) -> list[MirrorTombstone]:
@@ -137,6 +161,7 @@ def deletion_records(mirror_name: str) -> list[MirrorTombstone]:
     return [
         MirrorTombstone(mirror_name, PARTITION_STATE),
         MirrorTombstone(mirror_name, LAST_MIRROR_EPOCHS),
+        MirrorTombstone(mirror_name, SYNCED_ACLS),
     ]
 
 
@@ -185,6 +210,24 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
         )
         key = _key(LAST_MIRROR_EPOCHS, record.mirror_name)
         return key, _INT16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
+    if isinstance(record, MirrorSyncedAclsRecord):
+        V = m.MirrorSyncedAclsValue
+        value = V(
+            acls=[
+                V.SyncedAcl(
+                    resource_type=a.resource_type,
+                    resource_name=a.resource_name,
+                    pattern_type=a.pattern_type,
+                    principal=a.principal,
+                    host=a.host,
+                    operation=a.operation,
+                    permission_type=a.permission_type,
+                )
+                for a in sorted(record.acls, key=acl_sort_key)
+            ]
+        )
+        key = _key(SYNCED_ACLS, record.mirror_name)
+        return key, _INT16.pack(VALUE_VERSION) + value.encode(VALUE_VERSION)
     if isinstance(record, MirrorTombstone):
         if record.record_type not in _KEYS:
             raise ValueError(f"no __mirror_state record type {record.record_type}")
@@ -232,6 +275,20 @@ def decode(key: bytes | memoryview, value: bytes | memoryview | None) -> Record 
             (t.name, p.partition_index): p.last_mirror_epoch for t in v.topics for p in t.partitions
         }
         return LastMirrorEpochsRecord(mirror_name, epochs)
+    if record_type == SYNCED_ACLS:
+        acls = frozenset(
+            StandardAcl(
+                a.resource_type,
+                a.resource_name,
+                a.pattern_type,
+                a.principal,
+                a.host,
+                a.operation,
+                a.permission_type,
+            )  # fmt: skip
+            for a in v.acls
+        )
+        return MirrorSyncedAclsRecord(mirror_name, acls)
     state = _state(v.state, "state")
     if state is S.UNKNOWN:
         raise CorruptMirrorStateRecord("__mirror_state state UNKNOWN is never written (M-35)")

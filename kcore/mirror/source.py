@@ -25,36 +25,14 @@ import trio
 from kcore.client.admin import ConfigResourceType, describe_configs
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
-from kcore.log.config import TOPIC_CONFIGS
 from kcore.metadata import mirror_configs as mc
+from kcore.mirror.metadata_sync import copied_topic_config
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["SourceCluster", "SourceTopic", "copied_topic_config", "describe_source"]
 
 SOURCE_TIMEOUT_S = 15.0
 _DYNAMIC_TOPIC_CONFIG = 1
-# D-21: never copied from the source topic.
-_DENIED_PREFIXES = ("mirror.", "remote.", "local.retention.")
-_DENIED_KEYS = frozenset(
-    {
-        "remote.storage.enable",
-        "leader.replication.throttled.replicas",
-        "follower.replication.throttled.replicas",
-        "min.insync.replicas",
-        "message.format.version",
-        "message.downconversion.enable",
-    }
-)
-
-
-def copied_topic_config(key: str) -> bool:
-    """Whether a topic config set on the source is copied to the mirror topic (D-21)."""
-    return (
-        key in TOPIC_CONFIGS
-        and not TOPIC_CONFIGS[key].internal_only
-        and key not in _DENIED_KEYS
-        and not key.startswith(_DENIED_PREFIXES)
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ from kcore.metadata.features import SUPPORTED_FEATURES
 from kcore.metadata.image import MetadataImage
 from kcore.metadata.publisher import MetadataLoader
 from kcore.mirror.manager import MirrorManager
+from kcore.mirror.metadata_sync_shell import MirrorMetadataSync
 from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -67,9 +68,9 @@ from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
 from kcore.server.handlers.api_versions import UNKNOWN_FINALIZED_FEATURES_EPOCH, FinalizedFeatures
 from kcore.server.handlers.cluster_mirrors import LocalMirrorStats
-from kcore.server.internal_topics import InternalTopics
+from kcore.server.internal_topics import CLUSTER_MIRROR, InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
-from kcore.server.mirror_coordinator import MirrorCoordinatorService
+from kcore.server.mirror_coordinator import MirrorCoordinatorService, inter_broker_client
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
@@ -192,6 +193,12 @@ class KafkaBroker:
         self.mirror_stats = LocalMirrorStats(self.replica_manager, lambda: self.mirror_fetchers)
         # The mirror partitions this broker leads, each run by its state machine.
         self.mirror_manager = MirrorManager(self)
+        # The metadata sync of the mirrors this broker coordinates (spec §4.2).
+        self.mirror_sync = MirrorMetadataSync(
+            self,
+            own_client=lambda: inter_broker_client(self, f"kcore-mirror-sync-{self.node_id}"),
+            find_coordinator=lambda name: self.internal_topics.coordinator(CLUSTER_MIRROR, name),
+        )
         # TxnOffsetCommit only for a group whose offsets partition joined the transaction
         # (transaction.partition.verification.enable, Kafka's default: on).
         self.group_coordinator.verify_txn_offset_commit = (
@@ -390,6 +397,7 @@ class KafkaBroker:
         if changed != (None, None):
             # Led mirror partitions and their mirror.name: the mirror manager's drivers.
             self.mirror_manager.reconcile()
+        self.mirror_sync.on_metadata_update(delta)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -435,6 +443,7 @@ class KafkaBroker:
                 await nursery.start(self.transaction_coordinator.run)
                 await nursery.start(self.mirror_coordinator.run)
                 await nursery.start(self.mirror_manager.run)
+                await nursery.start(self.mirror_sync.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)

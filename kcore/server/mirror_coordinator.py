@@ -99,6 +99,16 @@ class MirrorCoordinatorService(CoordinatorShell):
         """Persist last mirror epochs (D-09); returns once durable. Raises KafkaError."""
         await self._durably(lambda now: self.core.write_last_mirror_epochs(mirror_name, epochs))
 
+    def synced_acls(self, mirror_name: str) -> frozenset:
+        """:meth:`ClusterMirrorCoordinator.synced_acls` (the metadata sync's provenance, D-22);
+        raises KafkaError (NOT_COORDINATOR ...)."""
+        return self.core.synced_acls(mirror_name)
+
+    async def write_synced_acls(self, mirror_name: str, acls) -> None:
+        """Persist the ACLs the metadata sync created; returns once durable. Raises KafkaError."""
+        acls = frozenset(acls)
+        await self._durably(lambda now: self.core.write_synced_acls(mirror_name, acls))
+
     async def delete_mirror(self, mirror_name: str) -> None:
         """Tombstone the mirror's state (D-29); returns once durable. Raises KafkaError."""
         await self._durably(lambda now: self.core.delete_mirror(mirror_name))
@@ -234,20 +244,24 @@ class MirrorStateAccess:
         """A client bootstrapped on this broker's own inter-broker endpoint."""
         if self._client is None:
             broker = self.service.broker
-            registration = broker.metadata_image.cluster.brokers.get(broker.node_id)
-            listener = broker.config.inter_broker_listener_name
-            endpoint = None if registration is None else registration.listener(listener)
-            if endpoint is None:
-                raise KafkaError(
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"this broker has no {listener} endpoint"
-                )
-            self._client = KafkaClient(
-                [f"{endpoint.host}:{endpoint.port}"],
-                client_id=f"kcore-mirror-states-{broker.node_id}",
-            )
+            self._client = inter_broker_client(broker, f"kcore-mirror-states-{broker.node_id}")
         return self._client
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+def inter_broker_client(broker, client_id: str, **options) -> KafkaClient:
+    """A :class:`KafkaClient` of ``broker``'s own cluster, bootstrapped on this broker's
+    inter-broker endpoint (what a broker uses to reach its cluster's coordinators). Raises
+    KafkaError COORDINATOR_NOT_AVAILABLE while the broker is not registered with it."""
+    registration = broker.metadata_image.cluster.brokers.get(broker.node_id)
+    listener = broker.config.inter_broker_listener_name
+    endpoint = None if registration is None else registration.listener(listener)
+    if endpoint is None:
+        raise KafkaError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"this broker has no {listener} endpoint"
+        )
+    return KafkaClient([f"{endpoint.host}:{endpoint.port}"], client_id=client_id, **options)

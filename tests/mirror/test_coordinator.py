@@ -426,3 +426,25 @@ def test_coordinator_wire_write_is_fenced_by_leader_epoch():
     assert fenced.error_code == ErrorCode.FENCED_LEADER_EPOCH
     assert fenced.topics[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
     assert write(int(S.FAILED), -1).error_code == 0  # a writer that does not send an epoch
+
+
+def test_coordinator_synced_acls_survive_reload_snapshot_and_end_with_the_mirror():
+    # D-22: the metadata sync's record of the ACLs it created, replaced as a whole.
+    from kcore.metadata.image import StandardAcl
+
+    a = StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3)
+    b = StandardAcl(2, "pay", 4, "User:bob", "*", 4, 3)
+    log = Log()
+    core = loaded(log, snapshot_after=4)
+    assert core.synced_acls("m") == frozenset()
+    core.write_synced_acls("m", {a, b})
+    core.write_synced_acls("m", {a, b})  # unchanged: nothing written
+    assert sum(len(batch) for _, batch in log.batches[core.partition_for("m")]) == 1
+    core.write_synced_acls("m", {b})
+    for i in range(6):  # enough records for a snapshot, which must keep the ACL record
+        core.write_states("m", [StateUpdate("t", i, S.LOG_TRUNCATION)])
+    assert loaded(log).synced_acls("m") == frozenset({b})
+    core.delete_mirror("m")
+    assert core.synced_acls("m") == frozenset()
+    assert loaded(log).synced_acls("m") == frozenset()
+    assert "m" not in loaded(log).owned_mirrors()

@@ -9,11 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcore.metadata.image import StandardAcl
 from kcore.mirror import records as rec
 from kcore.mirror.records import (
     CorruptMirrorStateRecord,
     LastMirrorEpochsRecord,
     MirrorPartitionStateRecord,
+    MirrorSyncedAclsRecord,
     MirrorTombstone,
 )
 from kcore.mirror.state import MirrorPartitionState as S
@@ -73,14 +75,35 @@ def test_records_last_mirror_epochs_bytes_and_dump():
     )
 
 
-def test_records_deletion_is_a_tombstone_of_both_keys():
+def test_records_deletion_is_a_tombstone_of_every_key():
     encoded = [rec.encode(r) for r in rec.deletion_records("mm")]
-    assert encoded == [(b"\x00\x02\x00\x02mm", None), (b"\x00\x01\x00\x02mm", None)]
+    assert encoded == [
+        (b"\x00\x02\x00\x02mm", None),
+        (b"\x00\x01\x00\x02mm", None),
+        (b"\x00\x03\x00\x02mm", None),
+    ]
     assert [rec.decode(k, v) for k, v in encoded] == [
         MirrorTombstone("mm", rec.PARTITION_STATE),
         MirrorTombstone("mm", rec.LAST_MIRROR_EPOCHS),
+        MirrorTombstone("mm", rec.SYNCED_ACLS),
     ]
     assert rec.dump_value(*encoded[0]) == "null"
+
+
+def test_records_synced_acls_round_trip_and_dump():
+    # D-22: the ACLs the metadata sync created, the whole set per record (type 3).
+    acls = frozenset(
+        {
+            StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3),
+            StandardAcl(3, "g", 4, "User:b", "h", 8, 2),
+        }
+    )
+    key, value = rec.encode(MirrorSyncedAclsRecord("mm", acls))
+    assert key == b"\x00\x03\x00\x02mm"
+    assert rec.decode(key, value) == MirrorSyncedAclsRecord("mm", acls)
+    assert rec.dump_value(key, value).startswith(
+        '{"version":"0","data":{"acls":[{"resourceType":2,"resourceName":"orders",'
+    )
 
 
 def test_records_unknown_is_never_written():

@@ -65,6 +65,8 @@ HANDWRITTEN_RECORDS = frozenset(
         "LastMirrorEpochsValue",
         "MirrorPartitionStateKey",
         "MirrorPartitionStateValue",
+        "MirrorSyncedAclsKey",  # kcore's type 3: the metadata sync's ACL provenance (D-22)
+        "MirrorSyncedAclsValue",
     }
 )
 # ZooKeeper-era inter-broker APIs: in the 2024 snapshot, gone from Kafka 4.x, not declared.
@@ -311,7 +313,7 @@ def test_conformance_only_handwritten_declarations_lack_a_reference_schema():
     handwritten = {name for name, m in DECLARED.items() if _is_handwritten(m)}
     assert lacking == handwritten
     # Eleven mirror APIs and two share-group offset APIs, a request and a response each, and
-    # the four __mirror_state record messages.
+    # the six __mirror_state record messages.
     apis = 2 * (len(MIRROR_API_KEYS) + len(SHARE_GROUP_OFFSET_API_KEYS))
     assert len(handwritten) == apis + len(HANDWRITTEN_RECORDS)
 

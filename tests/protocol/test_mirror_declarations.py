@@ -59,6 +59,12 @@ EXTENSIONS: dict[tuple[str, str], dict[str, str]] = {
         "Mirrors[].Topics[].Partitions[].LastFetchAgeMs": "D-32: last successful fetch age",
         "Mirrors[].Topics[].Partitions[].RetryCount": "D-13, D-32: FAILED retry count",
         "Mirrors[].Topics[].Partitions[].FailedReason": "D-13: the kept FAILED reason",
+        "Mirrors[].LastSyncTimeMs": "issue #15: when the last metadata sync round completed",
+        "Mirrors[].LastSyncAgeMs": "issue #15: its age",
+        "Mirrors[].SyncErrors": "issue #15, D-24: the last round's errors",
+        "Mirrors[].SyncChanges": "issue #15: what the last changing round changed",
+        "Mirrors[].SyncNotes": "issue #15, D-23, M-21: what was skipped and why",
+        "Mirrors[].LastChangeTimeMs": "issue #15: when that round ran",
     },
     # A remote writer says what the local coordinator path knows, and the FAILED reason
     # travels to the coordinator and back to Describe (D-13).

@@ -10,6 +10,7 @@ UNKNOWN for every partition, as a coordinator that never wrote the mirror would.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -60,6 +61,12 @@ class FixedStates:
 @pytest.fixture(scope="module")
 def clusters():
     with EmbeddedCluster() as source, EmbeddedCluster() as dest:
+        # The first block of producer ids is allocated in the background after startup (a
+        # metadata record); let it land before the tests that check nothing was written.
+        deadline = time.monotonic() + 30
+        while not dest.broker.transaction_coordinator.producer_ids.available:
+            assert time.monotonic() < deadline, "no producer ids allocated"
+            time.sleep(0.02)
         yield source, dest
 
 

@@ -190,8 +190,11 @@ def test_cluster_mirrors_operator_session_prints_the_proposals_lines(capsys, clu
         "MIRROR                         TOPIC                                    PARTITION  "
         "SOURCE-OFFSET   DESTINATION-OFFSET LAG      STATE"
     )
-    # Rows sorted by topic then partition; the exact columns of M-104.
-    assert [line[:82] for line in lines[1:]] == [
+    # Rows sorted by topic then partition; the exact columns of M-104. After the table, a
+    # blank line and kcore's metadata sync status of each mirror (issue #15).
+    table = lines[1 : lines.index("")]
+    assert lines[lines.index("") + 1].startswith("Metadata sync of mirror my-mirror: ")
+    assert [line[:82] for line in table] == [
         f"{'my-mirror':<30} {'orders-eu':<40} {'0':<10}",
         f"{'my-mirror':<30} {'orders-us':<40} {'0':<10}",
         f"{'my-mirror':<30} {'orders-us':<40} {'1':<10}",

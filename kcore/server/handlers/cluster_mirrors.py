@@ -34,6 +34,7 @@ from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.metadata.mirror_control import validate_mirror_name
 from kcore.metadata.mirrors import ClusterMirrorImage, MirrorTopicMode, mirrors_image
 from kcore.mirror.admission import MirrorPartitionStats
+from kcore.mirror.metadata_sync import SHARE_GROUP_NOTE
 from kcore.mirror.source import describe_source
 from kcore.mirror.state import MirrorOperation, MirrorPartitionState, check_operation
 from kcore.protocol import messages as m
@@ -376,7 +377,32 @@ async def describe_cluster_mirrors(ctx, body: m.DescribeClusterMirrorsRequest):
             D.TopicPartitions(topic_name=t, partitions=parts)
             for t, parts in sorted(by_topic.items())
         ]
+        _describe_sync(ctx, described)
     return response
+
+
+def _describe_sync(ctx, described) -> None:
+    """The mirror's metadata sync status (issue #15), as its coordinator knows it: when the
+    last round completed and its age, what it changed, skipped and could not do. Other brokers
+    leave the defaults (-1, empty) and say where to ask; share groups are never synced."""
+    D = m.DescribeClusterMirrorsResponse
+    sync = ctx.server.mirror_sync
+    status = sync.status.get(described.mirror_name)
+    if status is None:
+        if not ctx.server.mirror_coordinator.is_coordinator(described.mirror_name):
+            described.sync_notes = [
+                "metadata sync status: reported by the mirror's coordinator broker only"
+            ]
+        return
+    if status.last_sync_ms >= 0:
+        described.last_sync_time_ms = status.last_sync_ms
+        described.last_sync_age_ms = max(ctx.server.clock.wall_ms() - status.last_sync_ms, 0)
+    described.last_change_time_ms = status.last_change_ms
+    described.sync_errors = list(status.errors)
+    described.sync_changes = [
+        D.SyncChange(kind=c.kind, resource=c.resource, detail=c.detail) for c in status.changes
+    ]
+    described.sync_notes = [*status.notes, SHARE_GROUP_NOTE]
 
 
 def register(registry: HandlerRegistry) -> None:
