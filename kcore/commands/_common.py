@@ -15,9 +15,9 @@ from typing import Any
 
 import trio
 
-from kcore import __version__
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
+from kcore.commands._joptsimple import help_or_version
 from kcore.properties import load_properties
 from kcore.protocol.errors import KafkaError, error_info
 
@@ -114,13 +114,8 @@ def run_tool(
     ``help_text``; then ``--command-config`` and ``prepare(args)`` (reading files, parsing
     values), where :class:`Refused` is printed after ``refused_prefix`` (default ``"kcore
     NAME: "``) with exit status 1; then :func:`run_command`."""
-    if help_text is not None:
-        if getattr(args, "help", False):
-            sys.stdout.write(help_text)
-            return 0
-        if getattr(args, "version", False):
-            print(__version__)
-            return 0
+    if help_text is not None and (status := help_or_version(args, help_text)) is not None:
+        return status
     try:
         apply_command_config(args)
         if prepare is not None:

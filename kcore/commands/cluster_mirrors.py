@@ -42,54 +42,67 @@ import trio
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_tool
+from kcore.commands._joptsimple import Option, add_options, help_text
 from kcore.metadata.topic_names import validate_topic_name
 from kcore.properties import load_properties
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 ADD_HELP = False  # the proposal's own --help text, not argparse's
 
-HELP = """\
-Create cluster mirrors and manage mirror topics.
-Option                                  Description
-------                                  -----------
---bootstrap-server <String: server to   REQUIRED: The destination Kafka server
-  connect to>                             to connect to.
---command-config <String: command       Property file containing configs to be
-  config property file>                   passed to Admin Client.
---create                                Create a new cluster mirror from a
-                                          source cluster.
---delete                                Delete a cluster mirror.
---describe                              Describe a cluster mirror including
-                                          partition lag and state.
---exclude <String: exclude patterns>    Comma-separated list of topic names or
-                                          regex patterns to exclude from
-                                          mirroring. Only valid with --start.
---help                                  Print usage information.
---json                                  Output description in JSON format
---list                                  List all cluster mirrors.
---mirror <String: mirror>               The name of the cluster mirror.
---mirror-config <String: mirror config  Property file containing source
-  property file>                          cluster configs for mirroring.
---pause                                 Pause mirroring for topics matching
-                                          the given patterns.
---resume                                Resume mirroring for previously paused
-                                          topics matching the given patterns.
---start                                 Start mirroring topics matching the
-                                          given patterns.
---stop                                  Stop mirroring topics matching the
-                                          given patterns.
---topics <String: topics>               Comma-separated list of topic names or
-                                          regex patterns (e.g., 'my-topic,
-                                          orders-.*,payments').
---version                               Display Kafka version.
---wait-for-sync [Long: timeout ms]      With --stop: first wait until the lag
-                                          of every partition to stop is 0, for
-                                          at most the timeout (default:
-                                          300000), then stop.
-"""
-
-# The proposal's help ends at --version; --wait-for-sync is kcore's (decision D-31).
+USAGE = "Create cluster mirrors and manage mirror topics."
 DEFAULT_WAIT_FOR_SYNC_MS = 300_000
+
+OPTIONS = [
+    Option(
+        "bootstrap-server",
+        "REQUIRED: The destination Kafka server to connect to.",
+        "server to connect to",
+    ),
+    Option(
+        "command-config",
+        "Property file containing configs to be passed to Admin Client.",
+        "command config property file",
+    ),
+    Option("create", "Create a new cluster mirror from a source cluster."),
+    Option("delete", "Delete a cluster mirror."),
+    Option("describe", "Describe a cluster mirror including partition lag and state."),
+    Option(
+        "exclude",
+        "Comma-separated list of topic names or regex patterns to exclude from mirroring. Only "
+        "valid with --start.",
+        "exclude patterns",
+    ),
+    Option("json", "Output description in JSON format"),
+    Option("list", "List all cluster mirrors."),
+    Option("mirror", "The name of the cluster mirror.", "mirror"),
+    Option(
+        "mirror-config",
+        "Property file containing source cluster configs for mirroring.",
+        "mirror config property file",
+    ),
+    Option("pause", "Pause mirroring for topics matching the given patterns."),
+    Option("resume", "Resume mirroring for previously paused topics matching the given patterns."),
+    Option("start", "Start mirroring topics matching the given patterns."),
+    Option("stop", "Stop mirroring topics matching the given patterns."),
+    Option(
+        "topics",
+        "Comma-separated list of topic names or regex patterns (e.g., "
+        "'my-topic,orders-.*,payments').",
+        "topics",
+    ),
+    # Not the proposal's: kcore's graceful failover (decision D-31).
+    Option(
+        "wait-for-sync",
+        "With --stop: first wait until the lag of every partition to stop is 0, for at most "
+        "the timeout, then stop.",
+        "timeout ms",
+        "Long",
+        optional=True,
+        default=str(DEFAULT_WAIT_FOR_SYNC_MS),
+    ),
+]
+# The proposal's text (spec §11.2) is joptsimple's layout without the trailing spaces.
+HELP = help_text(USAGE, OPTIONS, pad=False)
 
 ACTIONS = ("create", "start", "stop", "pause", "resume", "delete", "list", "describe")
 
@@ -103,21 +116,7 @@ ACTION_LINES = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The proposal's options. ``parser`` must be made with ``add_help=False`` (ADD_HELP)."""
-    parser.allow_abbrev = True
-    parser.add_argument("--bootstrap-server")
-    parser.add_argument("--command-config")
-    for action in ACTIONS:
-        parser.add_argument(f"--{action}", action="store_true")
-    parser.add_argument("--exclude")
-    parser.add_argument("--help", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--mirror")
-    parser.add_argument("--mirror-config")
-    parser.add_argument("--topics")
-    parser.add_argument("--version", action="store_true")
-    parser.add_argument(
-        "--wait-for-sync", type=int, nargs="?", const=DEFAULT_WAIT_FOR_SYNC_MS, default=None
-    )
+    add_options(parser, OPTIONS)
 
 
 def _usage(args: argparse.Namespace) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any
 from kcore.client.admin import delete_records
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_tool
-from kcore.commands._joptsimple import Option, add_options, help_text
+from kcore.commands._joptsimple import Option, add_options, help_text, missing_required
 from kcore.protocol.errors import ErrorCode
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
@@ -104,10 +104,7 @@ def parse_offset_json(text: str) -> dict[tuple[str, int], int]:
 
 
 def _usage(args: argparse.Namespace) -> str | None:
-    for flag in ("bootstrap_server", "offset_json_file"):
-        if not getattr(args, flag):
-            return f'Missing required argument "[{flag.replace("_", "-")}]"'
-    return None
+    return missing_required(args, "bootstrap-server", "offset-json-file")
 
 
 def main(args: argparse.Namespace) -> int:

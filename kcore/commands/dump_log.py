@@ -38,7 +38,13 @@ import os
 import sys
 from pathlib import Path
 
-from kcore.commands._help import HelpOption, help_or_version, joptsimple_help
+from kcore.commands._joptsimple import (
+    Option,
+    add_options,
+    help_or_version,
+    help_text,
+    missing_required,
+)
 from kcore.inspect import file_dumps as fd
 from kcore.inspect.decoders import DECODERS
 from kcore.inspect.segment_dump import DumpOptions, dump_records, summary_line
@@ -51,7 +57,7 @@ from kcore.log.time_index import TimeIndex
 from kcore.log.transaction_index import decode_aborted_txns
 from kcore.raft.snapshot_files import snapshot_id_from_file_name
 
-ADD_HELP = False  # Kafka's own --help layout (kcore.commands._help)
+ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
 ONE_LINE_ERRORS = True  # a bad flag is reported on one line (kcore.cli)
 
 MESSAGE = (
@@ -67,97 +73,92 @@ _DECODER_HELP = (
 )
 
 OPTIONS = [
-    HelpOption(
+    Option(
         "cluster-metadata-decoder",
-        "",
         "If set, log data will be parsed as cluster metadata records.",
     ),
-    HelpOption(
+    Option(
         "deep-iteration",
-        "",
         "If set, uses deep instead of shallow iteration. Automatically set if print-data-log "
         "is enabled.",
     ),
-    HelpOption(
+    Option(
         "files",
-        "<String: file1, file2, ...>",
         "REQUIRED: The comma separated list of data and index log files to be dumped.",
+        "file1, file2, ...",
     ),
-    HelpOption("help", "", "Print usage information."),
-    HelpOption(
+    Option(
         "index-sanity-check",
-        "",
         "If set, just checks the index sanity without printing its content. This is the same "
         "check that is executed on broker startup to determine if an index needs rebuilding "
         "or not.",
     ),
-    HelpOption(
+    Option(
         "json",
-        "",
         "kcore: print one JSON object per line (per file, batch, record and index entry) "
         "instead of Kafka's lines.",
     ),
-    HelpOption(
+    Option(
         "key-decoder-class",
-        "[String]",
         f"If set, used to deserialize the keys. {_DECODER_HELP} (kcore: only StringDecoder)",
-        STRING_DECODERS[0],
-    ),
-    HelpOption(
-        "max-bytes",
-        "<Integer: size>",
-        "Limit the amount of total batches read in bytes avoiding reading the whole .log file(s).",
-        str(INT_MAX),
-    ),
-    HelpOption("max-message-size", "<Integer: size>", "Size of largest message.", "5242880"),
-    HelpOption(
-        "mirror-state-decoder",
         "",
+        optional=True,
+        default=STRING_DECODERS[0],
+    ),
+    Option(
+        "max-bytes",
+        "Limit the amount of total batches read in bytes avoiding reading the whole .log file(s).",
+        "size",
+        "Integer",
+        default=str(INT_MAX),
+    ),
+    Option(
+        "max-message-size",
+        "Size of largest message.",
+        "size",
+        "Integer",
+        default=str(DEFAULT_MAX_MESSAGE_SIZE),
+    ),
+    Option(
+        "mirror-state-decoder",
         "If set, log data will be parsed as cluster mirror state from the __mirror_state topic.",
     ),
-    HelpOption(
+    Option(
         "offsets-decoder",
-        "",
         "If set, log data will be parsed as offset data from the __consumer_offsets topic.",
     ),
-    HelpOption(
+    Option(
         "print-data-log",
-        "",
         "If set, printing the messages content when dumping data logs. Automatically set if "
         "any decoder option is specified.",
     ),
-    HelpOption(
+    Option(
         "remote-log-metadata-decoder",
-        "",
         "If set, log data will be parsed as TopicBasedRemoteLogMetadataManager (RLMM) "
         "metadata records. Instead, the value-decoder-class option can be used if a custom "
         "RLMM implementation is configured. (kcore: not supported, no tiered storage)",
     ),
-    HelpOption(
+    Option(
         "share-group-state-decoder",
-        "",
         "If set, log data will be parsed as share group state data from the "
         "__share_group_state topic. (kcore: not supported, no share groups)",
     ),
-    HelpOption("skip-record-metadata", "", "Whether to skip printing metadata for each record."),
-    HelpOption(
+    Option("skip-record-metadata", "Whether to skip printing metadata for each record."),
+    Option(
         "transaction-log-decoder",
-        "",
         "If set, log data will be parsed as transaction metadata from the __transaction_state "
         "topic.",
     ),
-    HelpOption(
+    Option(
         "value-decoder-class",
-        "[String]",
         f"If set, used to deserialize the messages. {_DECODER_HELP} (kcore: only StringDecoder)",
-        STRING_DECODERS[0],
+        "",
+        optional=True,
+        default=STRING_DECODERS[0],
     ),
-    HelpOption(
-        "verify-index-only", "", "If set, just verify the index log without printing its content."
-    ),
-    HelpOption("version", "", "Display Kafka version."),
+    Option("verify-index-only", "If set, just verify the index log without printing its content."),
 ]
-HELP = joptsimple_help(MESSAGE, OPTIONS)
+HELP = help_text(MESSAGE, OPTIONS)
 
 _DECODER_FLAGS = (
     "offsets-decoder",
@@ -173,23 +174,13 @@ _OUTPUT_CHUNK = 1 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Kafka's options (and kcore's). ``parser`` must be made with ``add_help=False``."""
-    parser.allow_abbrev = True  # joptsimple accepts any unique prefix of an option
-    for o in OPTIONS:
-        dest = o.name.replace("-", "_")
-        if o.argument.startswith("<Integer"):
-            parser.add_argument(f"--{o.name}", dest=dest, type=int, default=None)
-        elif o.argument.startswith("<"):
-            parser.add_argument(f"--{o.name}", dest=dest)
-        elif o.argument.startswith("["):
-            parser.add_argument(f"--{o.name}", dest=dest, nargs="?", const=STRING_DECODERS[0])
-        else:
-            parser.add_argument(f"--{o.name}", dest=dest, action="store_true")
+    """Kafka's options (and kcore's). ``parser`` must be made with ``add_help=False`` (ADD_HELP)."""
+    add_options(parser, OPTIONS)
 
 
 def _usage(args: argparse.Namespace) -> str | None:
-    if not args.files:
-        return 'Missing required argument "[files]"'
+    if problem := missing_required(args, "files"):
+        return problem
     for flag, why in _REFUSED_DECODERS.items():
         if getattr(args, flag.replace("-", "_")):
             return f"--{flag} is not supported: {why}"

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from kcore.client.admin import list_offsets
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_tool
-from kcore.commands._joptsimple import Option, add_options, help_text
+from kcore.commands._joptsimple import Option, add_options, help_text, missing_required
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
 
@@ -164,9 +164,7 @@ def partition_filter(args: argparse.Namespace) -> PartitionFilter:
 
 
 def _usage(args: argparse.Namespace) -> str | None:
-    if not args.bootstrap_server:
-        return 'Missing required argument "[bootstrap-server]"'
-    return None
+    return missing_required(args, "bootstrap-server")
 
 
 def main(args: argparse.Namespace) -> int:

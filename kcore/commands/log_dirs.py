@@ -26,7 +26,13 @@ import json
 from kcore.client.admin import describe_log_dirs
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_tool
-from kcore.commands._joptsimple import Option, add_options, help_text, split_list
+from kcore.commands._joptsimple import (
+    Option,
+    add_options,
+    help_text,
+    missing_required,
+    split_list,
+)
 from kcore.protocol.errors import ErrorCode
 
 ADD_HELP = False  # Kafka's own --help text (joptsimple's layout), not argparse's
@@ -75,9 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _usage(args: argparse.Namespace) -> str | None:
-    for flag in ("bootstrap_server", "describe"):
-        if not getattr(args, flag):
-            return f'Missing required argument "[{flag.replace("_", "-")}]"'
+    if problem := missing_required(args, "bootstrap-server", "describe"):
+        return problem
     try:
         args.brokers = {int(b) for b in split_list(args.broker_list)}
     except ValueError:

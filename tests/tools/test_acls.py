@@ -71,15 +71,16 @@ def _block(title: str, *entries: str) -> str:
 def test_acls_help_is_kafkas_layout_and_the_wrapper_prints_it():
     done = wrapper("kafka-acls.sh", "--help")
     assert (done.returncode, done.stdout) == (0, HELP)
-    lines = HELP.splitlines()
+    lines = [line.rstrip() for line in HELP.splitlines()]  # joptsimple pads every line
     assert lines[0] == USAGE
-    assert "--add                                   Indicates you are trying to add ACLs." in lines
+    assert "--add                                    Indicates you are trying to add ACLs." in lines
+    # joptsimple breaks after a hyphen too, and measures the column on the wrapped lines (39).
     at = lines.index(
-        "--cluster-mirror <String:               Cluster mirror to which ACLs should be"
+        "--cluster-mirror <String: cluster-       Cluster mirror to which ACLs should be"
     )
     assert (
         lines[at + 1]
-        == "  cluster-mirror>                         added or removed. A value of '*'"
+        == "  mirror>                                  added or removed. A value of '*'"
     )
 
 

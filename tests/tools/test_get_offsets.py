@@ -117,4 +117,4 @@ def test_get_offsets_usage_unreachable_and_help(capsys):
     assert down.returncode == 1 and "127.0.0.1:1" in one_line(down)
     done = wrapper("kafka-get-offsets.sh", "--help")
     assert (done.returncode, done.stdout) == (0, HELP)
-    assert "--time <String: <timestamp> / -1 or     timestamp of the offsets before that." in HELP
+    assert "--time <String: <timestamp> / -1 or      timestamp of the offsets before that." in HELP

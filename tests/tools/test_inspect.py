@@ -7,7 +7,6 @@ import uuid
 
 from crc32c import crc32c
 
-from kcore.commands._help import HelpOption, joptsimple_help
 from kcore.coordinator.group import records as group_records
 from kcore.coordinator.transaction import records as txn_records
 from kcore.coordinator.transaction.state import TransactionState
@@ -412,26 +411,6 @@ def test_index_checks_stop_at_the_zero_tail_and_find_mismatches():
     check = fd.check_time_index([(1, 1), (9, 2), (9, 2)], entries, data, verify_only=False)
     assert check.lines[0] == "timestamp: 1 offset: 1"
     assert check.out_of_order == [(9, 9)] and not check.timestamp_mismatches
-
-
-def test_help_is_laid_out_as_joptsimple_does():
-    text = joptsimple_help(
-        "Purpose.",
-        [
-            HelpOption("zeta", "", "Last."),
-            HelpOption(
-                "alpha", "<String: x>", "A description long enough to wrap onto a second line.", "5"
-            ),
-        ],
-    )
-    assert text.splitlines() == [
-        "Purpose.",
-        "Option               Description",
-        "------               -----------",
-        "--alpha <String: x>  A description long enough to wrap onto",
-        "                       a second line. (default: 5)",
-        "--zeta               Last.",
-    ]
 
 
 def test_cluster_metadata_decoder_reads_the_mirror_records():
