@@ -47,7 +47,7 @@ from kcore.metadata.mirrors import (
     MIRROR_NAME_CONFIG,
     RECOVERY_ID_CONFIG,
     ClusterMirrorImage,
-    MirrorTopicMode,
+    MirrorMode,
     mirror_name_value,
     mirrors_image,
 )
@@ -70,7 +70,7 @@ __all__ = [
 
 ZERO_UUID = uuid.UUID(int=0)
 _MIRROR = ConfigResourceType.CLUSTER_MIRROR
-_ACTIVE, _PAUSED, _STOPPED = MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED, MirrorTopicMode.STOPPED
+_ACTIVE, _PAUSED, _STOPPED = MirrorMode.ACTIVE, MirrorMode.PAUSED, MirrorMode.STOPPED
 
 
 def check_mirroring_enabled(ctx: ControllerContext) -> None:
@@ -268,7 +268,7 @@ def _topic_ops(
     return ControllerResult.of(records, response)
 
 
-def _member(ctx: ControllerContext, mirror: ClusterMirrorImage, t: Message) -> MirrorTopicMode:
+def _member(ctx: ControllerContext, mirror: ClusterMirrorImage, t: Message) -> MirrorMode:
     """The mode of topic ``t`` in ``mirror``; KafkaError if it is not one of its topics."""
     name = t.topic_name
     topic = ctx.image.topics.by_name.get(name)

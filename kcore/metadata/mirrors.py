@@ -9,7 +9,7 @@ two kinds of ``ConfigRecord`` into one picture of every mirror (spec §3.1-3.3):
   while its resource has configs (``bootstrap.servers`` is required, so it always has one);
   DeleteClusterMirror removes them all;
 * the ``mirror.name`` topic config (M-04): ``<m>``, ``<m>.paused`` or ``<m>.stopped`` make the
-  topic a member of mirror ``m`` in the mode :class:`MirrorTopicMode` says. A ``RemoveTopicRecord``
+  topic a member of mirror ``m`` in the mode :class:`MirrorMode` says. A ``RemoveTopicRecord``
   ends the membership with the topic. Topics keep ``<m>.stopped`` after their mirror is deleted
   (D-29), so :attr:`MirrorsImage.members` also knows mirrors that no longer exist.
 
@@ -44,9 +44,10 @@ __all__ = [
     "MIRROR_NAME_CONFIG",
     "RECOVERY_ID_CONFIG",
     "ClusterMirrorImage",
-    "MirrorTopicMode",
+    "MirrorMode",
     "MirrorsDelta",
     "MirrorsImage",
+    "mirror_membership",
     "mirror_name_value",
     "mirrors_image",
     "parse_mirror_name",
@@ -59,30 +60,54 @@ RECOVERY_ID_CONFIG = "mirror.recovery.id"
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
 
 
-class MirrorTopicMode(enum.Enum):
-    """What ``mirror.name`` asks of a member topic (spec M-04); the value is the suffix."""
+class MirrorMode(enum.Enum):
+    """What a topic's ``mirror.name`` asks of the topic and its partitions (spec M-04); the
+    one vocabulary of the controller, the image, the state machine and the write guard."""
 
-    ACTIVE = ""  # <m>: mirroring requested
-    PAUSED = ".paused"  # <m>.paused: no fetching, still read-only
-    STOPPED = ".stopped"  # <m>.stopped: failed over (writable once its partitions are STOPPED)
+    NONE = "not mirrored"  # absent or empty: a normal topic
+    ACTIVE = "mirroring"  # "<m>": mirroring requested
+    PAUSED = "paused"  # "<m>.paused": no fetching, still read-only
+    STOPPED = "stopped"  # "<m>.stopped": failed over (writable once its partitions are STOPPED)
+
+    @property
+    def suffix(self) -> str:
+        """What this mode appends to the mirror's name in ``mirror.name``."""
+        return _SUFFIXES[self]
 
 
-assert tuple(m.value for m in MirrorTopicMode if m.value) == MIRROR_NAME_SUFFIXES
+_SUFFIXES = {
+    MirrorMode.NONE: "",
+    MirrorMode.ACTIVE: "",
+    MirrorMode.PAUSED: ".paused",
+    MirrorMode.STOPPED: ".stopped",
+}
+assert (MirrorMode.PAUSED.suffix, MirrorMode.STOPPED.suffix) == MIRROR_NAME_SUFFIXES
 
 
-def parse_mirror_name(value: str | None) -> tuple[str, MirrorTopicMode] | None:
-    """``"m.paused"`` -> ``("m", PAUSED)``; None for an absent or empty value."""
+def parse_mirror_name(value: str | None) -> tuple[str | None, MirrorMode]:
+    """Split a ``mirror.name`` value into the mirror's name and the mode it asks for.
+
+    ``None`` or ``""`` is ``(None, MirrorMode.NONE)``; ``"m.paused"`` is ``("m", PAUSED)``.
+    The value was validated when it was set (``kcore.log.config.MirrorNameValue``).
+    """
     if not value:
-        return None
-    for mode in (MirrorTopicMode.PAUSED, MirrorTopicMode.STOPPED):
-        if value.endswith(mode.value):
-            return value[: -len(mode.value)], mode
-    return value, MirrorTopicMode.ACTIVE
+        return None, MirrorMode.NONE
+    for mode in (MirrorMode.PAUSED, MirrorMode.STOPPED):
+        if value.endswith(mode.suffix):
+            return value[: -len(mode.suffix)], mode
+    return value, MirrorMode.ACTIVE
 
 
-def mirror_name_value(mirror: str, mode: MirrorTopicMode) -> str:
+def mirror_membership(value: str | None) -> tuple[str, MirrorMode] | None:
+    """The mirror a ``mirror.name`` value makes its topic a member of, and how; None for an
+    absent or empty value."""
+    mirror, mode = parse_mirror_name(value)
+    return None if mirror is None else (mirror, mode)
+
+
+def mirror_name_value(mirror: str, mode: MirrorMode) -> str:
     """The ``mirror.name`` value for ``mirror`` in ``mode``."""
-    return mirror + mode.value
+    return mirror + mode.suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +116,7 @@ class ClusterMirrorImage:
 
     name: str
     configs: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAPPING)
-    topics: Mapping[str, MirrorTopicMode] = field(default_factory=lambda: EMPTY_MAPPING)
+    topics: Mapping[str, MirrorMode] = field(default_factory=lambda: EMPTY_MAPPING)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -110,7 +135,7 @@ class ClusterMirrorImage:
     def exclude_patterns(self) -> list[str]:
         return mc.split_patterns(self.configs.get(mc.EXCLUDE))
 
-    def topics_in(self, *modes: MirrorTopicMode) -> list[str]:
+    def topics_in(self, *modes: MirrorMode) -> list[str]:
         """The member topics in one of ``modes``, sorted."""
         return sorted(t for t, mode in self.topics.items() if mode in modes)
 
@@ -125,15 +150,13 @@ class MirrorsImage:
     """
 
     mirrors: Mapping[str, ClusterMirrorImage] = field(default_factory=lambda: EMPTY_MAPPING)
-    members: Mapping[str, Mapping[str, MirrorTopicMode]] = field(
-        default_factory=lambda: EMPTY_MAPPING
-    )
-    topics: Mapping[str, tuple[str, MirrorTopicMode]] = field(default_factory=lambda: EMPTY_MAPPING)
+    members: Mapping[str, Mapping[str, MirrorMode]] = field(default_factory=lambda: EMPTY_MAPPING)
+    topics: Mapping[str, tuple[str, MirrorMode]] = field(default_factory=lambda: EMPTY_MAPPING)
 
     def mirror(self, name: str) -> ClusterMirrorImage | None:
         return self.mirrors.get(name)
 
-    def membership(self, topic: str) -> tuple[str, MirrorTopicMode] | None:
+    def membership(self, topic: str) -> tuple[str, MirrorMode] | None:
         """(mirror name, mode) of ``topic``, or None for a topic of no mirror."""
         return self.topics.get(topic)
 
@@ -154,17 +177,17 @@ class MirrorsDelta:
         self.base = base
         self._delta = delta
         self._configs: dict[str, dict[str, str]] = {}  # mirror -> its whole new config map
-        self._topics: dict[str, tuple[str, MirrorTopicMode] | None] = {}  # topic -> membership
+        self._topics: dict[str, tuple[str, MirrorMode] | None] = {}  # topic -> membership
         self._names: dict[uuid.UUID, str] = {}  # topics created in this delta
         self.changed_mirrors: set[str] = set()  # configs or membership changed
         self.changed_topics: set[str] = set()  # membership or mode changed
 
-    def _membership(self, topic: str) -> tuple[str, MirrorTopicMode] | None:
+    def _membership(self, topic: str) -> tuple[str, MirrorMode] | None:
         if topic in self._topics:
             return self._topics[topic]
         return self.base.topics.get(topic)
 
-    def _set_membership(self, topic: str, new: tuple[str, MirrorTopicMode] | None) -> None:
+    def _set_membership(self, topic: str, new: tuple[str, MirrorMode] | None) -> None:
         old = self._membership(topic)
         self._topics[topic] = new
         if old != new:
@@ -191,7 +214,7 @@ class MirrorsDelta:
                 record.resource_type == ConfigResourceType.TOPIC
                 and record.name == MIRROR_NAME_CONFIG
             ):
-                self._set_membership(record.resource_name, parse_mirror_name(record.value))
+                self._set_membership(record.resource_name, mirror_membership(record.value))
         elif key == _REMOVE_TOPIC_RECORD:
             name = self._names.get(record.topic_id)
             if name is None:

@@ -134,7 +134,7 @@ class MirrorManager:
                 fetcher = self.broker.mirror_fetchers.get(driver.mirror)
                 down = (
                     None
-                    if fetcher is None or not driver._fetching
+                    if fetcher is None or not driver.fetching
                     else fetcher.manager.unreachable(tp)
                 )
                 if down is not None and now - down[0] >= timeout_s:
@@ -198,10 +198,8 @@ class MirrorManager:
             self.broker.stop_mirror_fetcher(name)
             self._connected_with.pop(name, None)
             for driver in self.drivers.values():
-                if driver.mirror == name and driver._fetching:
-                    driver._fetching = False
-                    if image is not None:
-                        driver._spawn(None, driver._add_fetcher)
+                if driver.mirror == name and driver.fetching:
+                    driver.refetch_after_reconnect(mirror_exists=image is not None)
 
     def mirror_configs(self, mirror: str) -> dict[str, str]:
         image = mirrors_image(self.broker.metadata_image).mirror(mirror)
@@ -306,6 +304,18 @@ class PartitionDriver:
     def send(self, event) -> None:
         self._events.append(event)
         self._wakeup.set()
+
+    @property
+    def fetching(self) -> bool:
+        """Whether this driver's partition is in the mirror's fetcher (its add completed)."""
+        return self._fetching
+
+    def refetch_after_reconnect(self, *, mirror_exists: bool) -> None:
+        """The mirror's fetcher manager was closed to reconnect (M-68): the partition is in
+        none now, and joins the new one at the log end offset if the mirror still exists."""
+        self._fetching = False
+        if mirror_exists:
+            self._spawn(None, self._add_fetcher)
 
     def cancel(self) -> None:
         self._scope.cancel()

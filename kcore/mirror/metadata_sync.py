@@ -60,7 +60,7 @@ from kcore.log.config import TOPIC_CONFIGS
 from kcore.metadata import mirror_configs as mc
 from kcore.metadata.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from kcore.metadata.image import StandardAcl
-from kcore.metadata.mirrors import MirrorTopicMode
+from kcore.metadata.mirrors import MirrorMode
 from kcore.protocol import messages as m
 
 __all__ = [
@@ -181,7 +181,7 @@ class DestinationTopic:
     topic_id: uuid.UUID
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict)
-    membership: tuple[str, MirrorTopicMode] | None = None
+    membership: tuple[str, MirrorMode] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +447,7 @@ def copied(topic: SourceTopic) -> dict[str, str]:
 
 def synced_topics(spec: MirrorSyncSpec, destination: DestinationView) -> list[str]:
     """The destination topics the sync keeps equal: this mirror's ACTIVE ones, sorted."""
-    active = (spec.name, MirrorTopicMode.ACTIVE)
+    active = (spec.name, MirrorMode.ACTIVE)
     return sorted(t.name for t in destination.topics.values() if t.membership == active)
 
 

@@ -58,7 +58,7 @@ from kcore.client.errors import ClientError
 from kcore.client.groups import describe_groups, list_groups, offset_commit, offset_fetch_groups
 from kcore.metadata import mirror_configs as mc
 from kcore.metadata.image import StandardAcl
-from kcore.metadata.mirrors import ClusterMirrorImage, MirrorTopicMode, mirrors_image
+from kcore.metadata.mirrors import ClusterMirrorImage, MirrorMode, mirrors_image
 from kcore.mirror.metadata_sync import (
     DestinationGroup,
     DestinationTopic,
@@ -234,7 +234,7 @@ class MirrorMetadataSync:
         if mirror is None:
             return None
         modes = set(mirror.topics.values())
-        if modes == {MirrorTopicMode.PAUSED}:
+        if modes == {MirrorMode.PAUSED}:
             status = self.status[name]
             status.notes = ["paused: every topic of the mirror is paused, so the sync is (M-24)"]
             status.errors = []

@@ -59,7 +59,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from kcore.log.config import MIRROR_NAME_SUFFIXES
+from kcore.metadata.mirrors import MirrorMode, parse_mirror_name
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
@@ -103,29 +103,6 @@ class MirrorPartitionState(enum.IntEnum):
             return cls(code)
         except ValueError:
             raise ValueError(f"{code} is not a mirror partition state code") from None
-
-
-class MirrorMode(enum.Enum):
-    """What a topic's ``mirror.name`` asks of its partitions (spec M-04)."""
-
-    NONE = "not mirrored"  # absent or empty: a normal topic
-    ACTIVE = "mirroring"  # "<m>"
-    PAUSED = "paused"  # "<m>.paused"
-    STOPPED = "stopped"  # "<m>.stopped"
-
-
-def parse_mirror_name(value: str | None) -> tuple[str | None, MirrorMode]:
-    """Split a ``mirror.name`` value into the mirror's name and the mode it asks for.
-
-    ``None`` or ``""`` is ``(None, MirrorMode.NONE)``; ``"m.paused"`` is ``("m", PAUSED)``.
-    The value was validated when it was set (``kcore.log.config.MirrorNameValue``).
-    """
-    if not value:
-        return None, MirrorMode.NONE
-    for suffix, mode in zip(MIRROR_NAME_SUFFIXES, (MirrorMode.PAUSED, MirrorMode.STOPPED)):
-        if value.endswith(suffix):
-            return value[: -len(suffix)], mode
-    return value, MirrorMode.ACTIVE
 
 
 class Transition(NamedTuple):

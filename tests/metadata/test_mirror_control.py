@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from kcore.metadata import MetadataImage, decode_record, image_records, replay_records
 from kcore.metadata.mirror_configs import is_sensitive, validate_mirror_configs
-from kcore.metadata.mirrors import MirrorTopicMode, mirrors_image
+from kcore.metadata.mirrors import MirrorMode, mirrors_image
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 
 from .harness import CLUSTER_ID, Driver
 
 E = ErrorCode
-ACTIVE, PAUSED, STOPPED = MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED, MirrorTopicMode.STOPPED
+ACTIVE, PAUSED, STOPPED = MirrorMode.ACTIVE, MirrorMode.PAUSED, MirrorMode.STOPPED
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcore.metadata.image import StandardAcl
-from kcore.metadata.mirrors import MirrorTopicMode as Mode
+from kcore.metadata.mirrors import MirrorMode as Mode
 from kcore.mirror.metadata_sync import (
     DENIED_KEYS,
     DestinationGroup,

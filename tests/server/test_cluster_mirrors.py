@@ -29,7 +29,7 @@ from kcore.client.mirrors import (
     start_mirror_topics,
     stop_mirror_topics,
 )
-from kcore.metadata.mirrors import MirrorTopicMode, mirrors_image
+from kcore.metadata.mirrors import MirrorMode, mirrors_image
 from kcore.mirror.admission import UnknownMirrorStates
 from kcore.mirror.coordinator import PartitionMirrorState
 from kcore.mirror.state import MirrorPartitionState as S
@@ -40,7 +40,7 @@ from kcore.testing.embedded import free_port
 
 pytestmark = pytest.mark.timeout(180)
 E = ErrorCode
-ACTIVE, PAUSED, STOPPED = MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED, MirrorTopicMode.STOPPED
+ACTIVE, PAUSED, STOPPED = MirrorMode.ACTIVE, MirrorMode.PAUSED, MirrorMode.STOPPED
 
 
 class FixedStates:

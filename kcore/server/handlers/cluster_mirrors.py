@@ -32,7 +32,7 @@ from kcore.log.config import InvalidConfigError
 from kcore.metadata import mirror_configs as mc
 from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.metadata.mirror_control import validate_mirror_name
-from kcore.metadata.mirrors import ClusterMirrorImage, MirrorTopicMode, mirrors_image
+from kcore.metadata.mirrors import ClusterMirrorImage, MirrorMode, mirrors_image
 from kcore.mirror.admission import MirrorPartitionStats
 from kcore.mirror.metadata_sync import SHARE_GROUP_NOTE
 from kcore.mirror.source import describe_source
@@ -179,7 +179,7 @@ async def delete_cluster_mirror(ctx, body: m.DeleteClusterMirrorRequest):
     _check_enabled(ctx)
     require(ctx, AclOperation.DELETE, body.mirror_name)
     mirror = _mirror(ctx, body.mirror_name)
-    if not mirror.topics_in(MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED):
+    if not mirror.topics_in(MirrorMode.ACTIVE, MirrorMode.PAUSED):
         # Every topic is marked stopped: its partitions must have finished STOPPING (D-29).
         await _admit(ctx, MirrorOperation.DELETE, mirror.name, mirror.topics)
     return await _forward(ctx, lambda c, now: c.delete_cluster_mirror(body))
@@ -279,7 +279,7 @@ async def stop_mirror_topics(ctx, body: m.StopMirrorTopicsRequest):
             exclude = mirror.exclude_patterns + list(body.patterns)
             targets += [
                 t
-                for t in mirror.topics_in(MirrorTopicMode.ACTIVE, MirrorTopicMode.PAUSED)
+                for t in mirror.topics_in(MirrorMode.ACTIVE, MirrorMode.PAUSED)
                 if mc.first_match(t, exclude) is not None
             ]
         await _admit(ctx, MirrorOperation.STOP, mirror.name, targets)
