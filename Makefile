@@ -1,6 +1,7 @@
 # kcore — the two commands of the README's quick start live here.
 #
 #   make run    create .venv if needed, install kcore, run a single-node broker on 127.0.0.1:9092
+#               with its HTTP admin endpoint on http://127.0.0.1:9644
 #   make test   create .venv if needed, install kcore with its test dependencies, lint, run the suite
 #
 # Nothing here assumes anything beyond Python 3.11 and pip on the machine.
@@ -22,7 +23,8 @@ $(STAMP): pyproject.toml
 # A single-node broker+controller with data in ./data (formatted on first start). Ctrl-C stops
 # it cleanly. Extra settings: make run ARGS="--override num.partitions=3".
 run: $(STAMP)
-	$(VENV)/bin/kcore server $(ARGS)
+	@echo "kcore: Kafka on 127.0.0.1:9092, admin endpoint and dashboard on http://127.0.0.1:9644"
+	$(VENV)/bin/kcore server --override admin.listeners=http://127.0.0.1:9644 $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

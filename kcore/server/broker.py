@@ -43,6 +43,7 @@ from typing import Any
 
 import trio
 
+from kcore.admin.server import AdminServer
 from kcore.log.config import LogConfig
 from kcore.log.log_dirs import MetaProperties, random_uuid, uuid_to_base64
 from kcore.log.log_manager import LogManager
@@ -230,6 +231,10 @@ class KafkaBroker:
         self.stopped = trio.Event()
         self._shut_down_acked = trio.Event()
         self.bound: dict[str, tuple[str, int]] = {}
+        # The HTTP admin endpoint (admin.listeners), built here so a bad token file fails the
+        # start before anything is opened; admin_urls are its bound URLs once it serves.
+        self.admin_server = AdminServer(self) if config.admin_listeners else None
+        self.admin_urls: list[str] = []
         self._topic_configs: dict[str, LogConfig] = {}
         # The offset of the image in which the finalized features last changed (see features()).
         self._features_changed_at = UNKNOWN_FINALIZED_FEATURES_EPOCH
@@ -238,6 +243,11 @@ class KafkaBroker:
         self._mirror_scopes: dict[str, trio.CancelScope] = {}
 
     # -- what handlers use -------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """A graceful shutdown has begun (:meth:`request_stop`)."""
+        return self._stop_requested.is_set()
 
     @property
     def metadata_image(self) -> MetadataImage:
@@ -445,6 +455,8 @@ class KafkaBroker:
                 await nursery.start(self.mirror_manager.run)
                 await nursery.start(self.mirror_sync.run)
                 self.bound = await nursery.start(self.server.serve, self._listener_specs())
+                if self.admin_server is not None:  # before catch-up: /health/ready says so
+                    self.admin_urls = await nursery.start(self.admin_server.run)
                 if config.is_broker:
                     await nursery.start(self._broker_lifecycle)
                 # Only now may clients be served: the image has caught up with the metadata log

@@ -55,8 +55,7 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
 * ``num.io.threads``, ``num.network.threads``, ``background.threads`` and
   ``num.recovery.threads.per.data.dir`` are accepted and checked but unused: kcore is one Trio
   process.
-* kcore-only keys: ``kcore.admin.listener`` (the HTTP admin endpoint, ``host:port``; empty, the
-  default, means off) and the cluster-mirroring broker keys (spec §10.1, decisions D-08, D-13).
+* kcore-only keys: ``admin.*`` (the HTTP admin endpoint, :mod:`kcore.admin.config`) and the cluster-mirroring broker keys (spec §10.1, decisions D-08, D-13).
   There is no ``cluster.id`` key: the cluster id lives in ``meta.properties``.
 
 Unknown keys are kept in :attr:`BrokerConfig.raw` and logged as Kafka logs them ("was supplied
@@ -73,6 +72,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from kcore.admin.config import parse_admin_listeners, validate_admin
 from kcore.log.config import (
     INT_MAX,
     LONG_MAX,
@@ -223,8 +223,18 @@ _KEYS = [
     _k("num.network.threads", _I, 3, _R1, "Kafka's network threads.", unused=True),
     _k("num.io.threads", _I, 8, _R1, "Kafka's request handler threads.", unused=True),
     _k("background.threads", _I, 10, _R1, "Kafka's background threads.", unused=True),
-    _k("kcore.admin.listener", _S, "", None,
-       "kcore's HTTP admin endpoint, host:port; empty: off.", kcore_only=True),
+    # -- the HTTP admin endpoint (kcore/admin)
+    _k("admin.listeners", _LI, (), None,
+       "HTTP admin endpoint: http://HOST:PORT or https://HOST:PORT,...; empty: off.",
+       kcore_only=True),
+    _k("admin.auth.token.file", _S, None, None,
+       "File of bearer tokens for the admin endpoint (unset: loopback only).", kcore_only=True),
+    _k("admin.ssl.certfile", _S, None, None, "PEM certificate chain of https:// admin listeners.",
+       kcore_only=True),
+    _k("admin.ssl.keyfile", _S, None, None, "PEM private key of https:// admin listeners.",
+       kcore_only=True),
+    _k("admin.max.request.bytes", _I, 1048576, _R1, "Largest admin request body accepted.",
+       kcore_only=True),
     # -- authorization (Kafka's StandardAuthorizer: kcore/metadata/authorizer.py)
     _k("authorizer.class.name", _S, "", AuthorizerClassName(),
        "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (alias "
@@ -386,7 +396,7 @@ class BrokerConfig:
       ``controller_quorum_bootstrap_servers``: ``tuple[(host, port), ...]``;
     * ``log_dirs``: the effective directories (``log.dirs``, else ``log.dir``);
       ``metadata_log_dir``: ``metadata.log.dir``, else the first of them;
-    * ``admin_listener``: ``(host, port)`` of ``kcore.admin.listener``, or ``None`` (off).
+    * ``admin_listeners``: ``tuple[AdminListener, ...]`` of ``admin.listeners`` (empty: off).
 
     ``raw`` holds the supplied strings (file, then overrides; unknown keys included) for
     :meth:`LogConfig.from_layers`; ``explicit`` names the keys that were supplied; ``unknown``
@@ -602,8 +612,7 @@ def _derive(values: dict[str, Any], raw: Mapping[str, str]) -> None:
     values["log_dirs"] = tuple(log_dirs) if log_dirs is not None else (values["log_dir"],)
     if values["metadata_log_dir"] is None and values["log_dirs"]:
         values["metadata_log_dir"] = values["log_dirs"][0]
-    admin = values["kcore_admin_listener"].strip()
-    values["admin_listener"] = parse_host_port("kcore.admin.listener", admin) if admin else None
+    values["admin_listeners"] = parse_admin_listeners(values["admin_listeners"])
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -779,6 +788,7 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         controller_names,
         v["listener_security_protocol_map"],
     )
+    validate_admin(v)
 
 
 def _effective_text(values: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, str]:

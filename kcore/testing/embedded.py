@@ -56,7 +56,10 @@ class EmbeddedCluster:
         *,
         config: Mapping[str, str] | None = None,
         data_dir: str | Path | None = None,
+        admin: bool = False,
     ) -> None:
+        """``admin=True`` gives every node an HTTP admin endpoint on a free loopback port
+        (:attr:`admin_urls`), kept across :meth:`restart`."""
         if brokers < 1:
             raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
@@ -64,6 +67,7 @@ class EmbeddedCluster:
         self.ports = [free_port() for _ in range(brokers)]  # client listener of node i + 1
         self.port = self.ports[0]
         self.controller_port = free_port()
+        self.admin_ports = [free_port() for _ in range(brokers)] if admin else []
         self._overrides = dict(config or {})
         self.brokers: list[Any] = []  # the running nodes, node 1 first
         self._thread: threading.Thread | None = None
@@ -77,6 +81,19 @@ class EmbeddedCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    @property
+    def admin_urls(self) -> list[str]:
+        """Each node's admin endpoint (``http://127.0.0.1:PORT``), node 1 first; empty
+        unless the cluster was made with ``admin=True``."""
+        return [f"http://127.0.0.1:{port}" for port in self.admin_ports]
+
+    @property
+    def admin_url(self) -> str:
+        """Node 1's admin endpoint (``admin=True``)."""
+        if not self.admin_ports:
+            raise ValueError("this EmbeddedCluster has no admin endpoint: pass admin=True")
+        return self.admin_urls[0]
 
     @property
     def broker(self) -> Any:
@@ -104,6 +121,8 @@ class EmbeddedCluster:
             props["process.roles"] = "broker"
             props["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
             props["log.dirs"] = str(self.data_dir / f"logs-{node_id}")
+        if self.admin_ports:
+            props["admin.listeners"] = f"http://127.0.0.1:{self.admin_ports[node_id - 1]}"
         props.update(self._overrides)
         return BrokerConfig(props)
 

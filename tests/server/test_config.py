@@ -245,7 +245,7 @@ def test_broker_config_kcore_single_node_defaults():
     assert config.inter_broker_listener_name == "PLAINTEXT"
     assert config.log_dirs == ("./data",)
     assert config.metadata_log_dir == "./data"
-    assert config.admin_listener is None
+    assert config.admin_listeners == ()
     assert config.unknown == ()
 
 
@@ -287,17 +287,6 @@ def test_broker_config_transaction_state_min_isr_is_capped_at_the_replication_fa
     # Set for the factor it gets, it stays as set (Kafka's behaviour: writes then fail).
     same = {**explicit, "transaction.state.log.replication.factor": "1"}
     assert BrokerConfig(same).transaction_state_log_min_isr_for(1) == 2
-
-
-def test_broker_config_admin_listener_parses_host_port():
-    assert BrokerConfig({"kcore.admin.listener": "127.0.0.1:8080"}).admin_listener == (
-        "127.0.0.1",
-        8080,
-    )
-    assert BrokerConfig({"kcore.admin.listener": "[::1]:8080"}).admin_listener == ("::1", 8080)
-    with pytest.raises(InvalidConfigError) as err:
-        BrokerConfig({"kcore.admin.listener": "8080"})
-    assert err.value.key == "kcore.admin.listener"
 
 
 def test_broker_config_mirroring_defaults():
@@ -738,8 +727,8 @@ def test_broker_configs_table_marks_thread_counts_unused_and_kcore_keys():
         "background.threads",
         "num.recovery.threads.per.data.dir",
     }
-    assert BROKER_CONFIGS["kcore.admin.listener"].kcore_only
-    assert BROKER_CONFIGS["kcore.admin.listener"].default == ""
+    assert BROKER_CONFIGS["admin.listeners"].kcore_only
+    assert BROKER_CONFIGS["admin.listeners"].default == ()
     assert BROKER_CONFIGS["log.dir"].effective_default == "./data"
 
 

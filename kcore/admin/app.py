@@ -1,0 +1,123 @@
+"""The admin endpoint's application: Quart-Trio routes with quart-schema's validation and
+OpenAPI document, the bearer-token check, and one JSON shape for every error.
+
+Why Quart-Trio: it is Quart (Flask's API, async) on Trio, by Hypercorn's author, so the app runs
+on the broker's own Trio loop with no bridge, and routing, request parsing, body limits and
+content negotiation are a kept library's, not ours. quart-schema validates bodies against
+pydantic models (unknown fields and wrong types are a 400 naming the field) and writes the
+OpenAPI document from the same models, so the document cannot drift from what is enforced.
+
+Every error is JSON ``{"error": NAME, "message": TEXT}`` (plus ``error_code``, the Kafka code,
+when a Kafka API said no), whatever raised it: a Kafka error, a validation error, a 404 from the
+router, a body over ``admin.max.request.bytes``, or a bug (500, logged, never a traceback to the
+client).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from quart import g, request
+from quart_schema import QuartSchema, RequestSchemaValidationError
+from quart_schema.openapi import HttpSecurityScheme, Info
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from kcore.admin.auth import TokenFile
+from kcore.admin.health import health
+from kcore.admin.kafka import AdminError
+
+log = logging.getLogger(__name__)
+
+OPENAPI_PATH = "/v1/openapi.json"
+# Served without a token: the probes, and the dashboard's page and files -- they hold no data;
+# the page asks for the token and sends it with every API call it makes.
+PUBLIC_PATHS = ("/health/", "/ui/")
+PUBLIC_EXACT = ("/",)
+
+
+@dataclass
+class AdminState:
+    """What the app keeps of the node (``app.extensions["kcore"]``)."""
+
+    broker: Any
+    tokens: TokenFile | None
+
+
+def _error(status: int, error: str, message: str):
+    return {"error": error, "message": message}, status
+
+
+def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int) -> QuartTrio:
+    app = QuartTrio("kcore.admin")
+    app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
+    app.config["JSON_SORT_KEYS"] = False
+    app.extensions["kcore"] = AdminState(broker, tokens)
+    QuartSchema(
+        app,
+        openapi_path=OPENAPI_PATH,
+        redoc_ui_path=None,  # the UIs load their scripts from a CDN: nothing is fetched
+        scalar_ui_path=None,
+        swagger_ui_path=None,
+        info=Info(title="kcore admin API", version="1"),
+        security_schemes={"bearer": HttpSecurityScheme(scheme="bearer")},
+        security=[{"bearer": []}] if tokens is not None else None,
+    )
+    app.register_blueprint(health)
+    for blueprint in _api_blueprints():
+        app.register_blueprint(blueprint)
+
+    @app.before_request
+    async def authenticate():
+        if tokens is None:
+            return None
+        path = request.path
+        if path in PUBLIC_EXACT or path.startswith(PUBLIC_PATHS):
+            return None
+        principal = tokens.principal(request.headers.get("Authorization"))
+        if principal is None:
+            body, status = _error(
+                401, "UNAUTHENTICATED", "a valid Authorization: Bearer token is needed"
+            )
+            return body, status, {"WWW-Authenticate": 'Bearer realm="kcore"'}
+        g.principal = principal
+        return None
+
+    @app.errorhandler(AdminError)
+    async def admin_error(e: AdminError):
+        return e.body(), e.status
+
+    @app.errorhandler(RequestSchemaValidationError)
+    async def invalid_body(e: RequestSchemaValidationError):
+        return _error(400, "INVALID_REQUEST", _validation_message(e.validation_error))
+
+    @app.errorhandler(HTTPException)
+    async def http_error(e: HTTPException):
+        name = (e.name or "error").upper().replace(" ", "_")
+        return _error(e.code or 500, name, e.description or name)
+
+    @app.errorhandler(Exception)
+    async def unexpected(e: Exception):
+        log.exception("admin request %s %s failed", request.method, request.path)
+        return _error(500, "UNKNOWN_SERVER_ERROR", "the request failed; the broker log says why")
+
+    return app
+
+
+def _validation_message(error: Any) -> str:
+    """pydantic's errors as one line: ``topics.0.name: Field required; ...``."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        parts = []
+        for item in errors():
+            where = ".".join(str(x) for x in item.get("loc", ())) or "body"
+            parts.append(f"{where}: {item.get('msg', 'invalid')}")
+        return "; ".join(parts)
+    return str(error) or "the request body does not match its schema"
+
+
+def _api_blueprints() -> list[Any]:
+    """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
+    return []
