@@ -74,6 +74,9 @@ CASES = [
     ((S.STABLE, GENERATION, "m1", "i9", False), E.UNKNOWN_MEMBER_ID),
     ((S.PREPARING_REBALANCE, GENERATION, "m1", None, False), E.NONE),
     ((S.COMPLETING_REBALANCE, GENERATION, "m1", None, False), E.REBALANCE_IN_PROGRESS),
+    # A TxnOffsetCommit is not held to the group's state (Kafka's validateOffsetCommit).
+    ((S.COMPLETING_REBALANCE, GENERATION, "m1", None, True), E.NONE),
+    ((S.COMPLETING_REBALANCE, GENERATION - 1, "m1", None, True), E.ILLEGAL_GENERATION),
 ]
 
 

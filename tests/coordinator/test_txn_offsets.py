@@ -184,14 +184,18 @@ def test_txn_commit_fenced_static_member():
     assert fenced == {("t", 0): E.FENCED_INSTANCE_ID}
 
 
-def test_txn_commit_during_completing_rebalance_is_refused():
+def test_txn_commit_during_completing_rebalance_is_accepted_as_kafka_does():
     bench = Bench()
     a, ja = bench.join_dynamic("g")
     bench.coord.tick(0)
     assert groups_of(bench.coord)["g"].state is S.COMPLETING_REBALANCE
     gen = ja.one.generation_id
     resp = bench.txn_commit("g", {("t", 0): 1}, member_id=a, generation=gen)
-    assert resp == {("t", 0): E.REBALANCE_IN_PROGRESS}
+    assert resp == {("t", 0): E.NONE}
+    # ...while a plain OffsetCommit of the same member is still told to wait for SyncGroup.
+    assert bench.commit("g", {("t", 0): 1}, member_id=a, generation=gen) == {
+        ("t", 0): E.REBALANCE_IN_PROGRESS
+    }
 
 
 def test_txn_commit_unknown_group_with_a_generation_is_illegal_generation():

@@ -9,7 +9,8 @@ with generation -1 and no member id comes from a consumer that assigns partition
 from an admin client) and is accepted only while the group has no members; it creates a
 *simple* group (Empty, no protocol type) if there is none. Any other commit must come from a
 current member of the current generation, and is refused with REBALANCE_IN_PROGRESS while the
-group is CompletingRebalance (the member has not got its assignment yet).
+group is CompletingRebalance (the member has not got its assignment yet) -- except a
+TxnOffsetCommit, which Kafka accepts in that state.
 
 Expiration (KIP-211): an offset with an explicit expire timestamp (written for OffsetCommit
 v2-v4 with ``retention_time_ms``) expires then. Otherwise the retention clock starts when the
@@ -68,7 +69,11 @@ def validate_offset_commit(
             return E.ILLEGAL_GENERATION
     elif not transactional and not group.is_in(S.EMPTY):
         return E.UNKNOWN_MEMBER_ID
-    if group.is_in(S.COMPLETING_REBALANCE):
+    if not transactional and group.is_in(S.COMPLETING_REBALANCE):
+        # A member with a valid generation has its JoinGroup answer but not yet its
+        # assignment: it retries after SyncGroup. A TxnOffsetCommit is not held to the group's
+        # state (Kafka's validateOffsetCommit): the transaction's offsets are only visible
+        # once it commits, and refusing them would abort a producer mid-rebalance.
         return E.REBALANCE_IN_PROGRESS
     return E.NONE
 
