@@ -372,10 +372,18 @@ async def _operate(mirror: str, action: str, work, *, at_once: bool = False):
     return op.document(), status, {"Location": op.location}
 
 
-@mirrors.post("/v1/mirrors/<mirror>/start")
-@validate_request(StartTopics)
-@validate_response(OperationStatus)
-@validate_response(OperationStatus, 202)
+def _topic_route(action: str, model: type[TopicSelection]):
+    """Register ``route`` as ``POST /v1/mirrors/{mirror}/{action}``: its body validated
+    against ``model``, its answers (200 done, 202 running) documented as an operation."""
+
+    def register(route):
+        route = validate_response(OperationStatus, 202)(validate_response(OperationStatus)(route))
+        return mirrors.post(f"/v1/mirrors/<mirror>/{action}")(validate_request(model)(route))
+
+    return register
+
+
+@_topic_route("start", StartTopics)
 async def start_topics(mirror: str, data: StartTopics):
     caller = _Caller()
     S = m.StartMirrorTopicsRequest
@@ -392,10 +400,7 @@ async def start_topics(mirror: str, data: StartTopics):
     return await _operate(mirror, "start", work)
 
 
-@mirrors.post("/v1/mirrors/<mirror>/stop")
-@validate_request(StopTopics)
-@validate_response(OperationStatus)
-@validate_response(OperationStatus, 202)
+@_topic_route("stop", StopTopics)
 async def stop_topics(mirror: str, data: StopTopics):
     caller = _Caller()
     S = m.StopMirrorTopicsRequest
@@ -441,9 +446,7 @@ def _pause_or_resume(action: str, cls):
         return await _operate(mirror, action, work)
 
     route.__name__ = f"{action}_topics"
-    route = validate_response(OperationStatus, 202)(validate_response(OperationStatus)(route))
-    route = validate_request(TopicSelection)(route)
-    return mirrors.post(f"/v1/mirrors/<mirror>/{action}")(route)
+    return _topic_route(action, TopicSelection)(route)
 
 
 pause_topics = _pause_or_resume("pause", m.PauseMirrorTopicsRequest)
