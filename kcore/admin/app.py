@@ -26,6 +26,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from kcore.admin.auth import TokenFile
+from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
 from kcore.admin.mirrors import mirrors
@@ -127,4 +128,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return [mirrors]
+    return [dashboard, mirrors]
