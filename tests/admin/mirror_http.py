@@ -4,14 +4,28 @@ on the destination, and waits that poll the HTTP API only."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 
+from kcore.testing import EmbeddedCluster
+
 WAIT_S = 90.0  # the machine is shared: generous, never asserted as a duration
+CONFIG = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+
+
+@contextlib.contextmanager
+def source_and_destination() -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster]]:
+    """A source cluster and a destination with its admin endpoint (small internal topics)."""
+    with (
+        EmbeddedCluster(config=CONFIG) as source,
+        EmbeddedCluster(config=CONFIG, admin=True) as destination,
+    ):
+        yield source, destination
 
 
 def produce(bootstrap: str, topic: str, count: int, *, partitions: int, start: int = 0) -> None:

@@ -13,6 +13,7 @@ from .mirror_http import (
     consume_all,
     finished,
     produce,
+    source_and_destination,
     wait_for,
     wait_in_sync,
     wait_states,
@@ -20,16 +21,11 @@ from .mirror_http import (
 
 pytestmark = pytest.mark.timeout(300)
 
-CONFIG = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
-
 
 @pytest.fixture(scope="module")
 def clusters():
-    with (
-        EmbeddedCluster(config=CONFIG) as source,
-        EmbeddedCluster(config=CONFIG, admin=True) as destination,
-    ):
-        yield source, destination
+    with source_and_destination() as both:
+        yield both
 
 
 @pytest.fixture

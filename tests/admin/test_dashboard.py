@@ -14,20 +14,23 @@ from selenium.webdriver.common.by import By
 from kcore.testing import EmbeddedCluster
 
 from .browser import chromium, screenshot, wait
-from .mirror_http import finished, partitions_of, produce, wait_in_sync, wait_states
+from .mirror_http import (
+    CONFIG,
+    finished,
+    partitions_of,
+    produce,
+    source_and_destination,
+    wait_in_sync,
+    wait_states,
+)
 
 pytestmark = pytest.mark.timeout(400)
-
-CONFIG = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
 
 
 @pytest.fixture(scope="module")
 def clusters():
-    with (
-        EmbeddedCluster(config=CONFIG) as source,
-        EmbeddedCluster(config=CONFIG, admin=True) as destination,
-    ):
-        yield source, destination
+    with source_and_destination() as both:
+        yield both
 
 
 def _states(driver, mirror: str) -> dict[str, str]:
