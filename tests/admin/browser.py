@@ -57,7 +57,7 @@ def wait(driver: webdriver.Chrome, condition, what: str, timeout: float = WAIT_S
     return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition, message=what)
 
 
-def screenshot(driver: webdriver.Chrome, path: Path, width: int, height: int = 900) -> Path:
+def screenshot(driver: webdriver.Chrome, path: Path, width: int, height: int = 600) -> Path:
     """The whole page laid out ``width`` CSS pixels wide (a phone's, below 600: touch and
     mobile viewport too), as PNG; the window is as it was afterwards."""
     metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600}

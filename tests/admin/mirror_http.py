@@ -19,19 +19,26 @@ CONFIG = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partit
 
 
 @contextlib.contextmanager
-def source_and_destination() -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster]]:
+def source_and_destination(
+    destination_config: dict[str, str] | None = None,
+) -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster]]:
     """A source cluster and a destination with its admin endpoint (small internal topics)."""
     with (
         EmbeddedCluster(config=CONFIG) as source,
-        EmbeddedCluster(config=CONFIG, admin=True) as destination,
+        EmbeddedCluster(config={**CONFIG, **(destination_config or {})}, admin=True) as destination,
     ):
         yield source, destination
 
 
-def produce(bootstrap: str, topic: str, count: int, *, partitions: int, start: int = 0) -> None:
+def produce(
+    bootstrap: str, topic: str, count: int, *, partitions: int, start: int = 0, pad: int = 0
+) -> None:
+    """``record-<i>`` for i from ``start``, round-robin over the partitions (``pad`` more
+    bytes of padding each)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for i in range(start, start + count):
-        producer.produce(topic, value=f"record-{i}".encode(), partition=i % partitions)
+        value = f"record-{i}".encode() + b"." * pad
+        producer.produce(topic, value=value, partition=i % partitions)
     assert producer.flush(60) == 0
 
 

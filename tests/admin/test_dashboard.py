@@ -27,9 +27,13 @@ from .mirror_http import (
 pytestmark = pytest.mark.timeout(400)
 
 
+# The destination copies slowly, so the page has lag to chart between its polls.
+THROTTLE = {"mirror.replication.throttled.rate": "25000"}
+
+
 @pytest.fixture(scope="module")
 def clusters():
-    with source_and_destination() as both:
+    with source_and_destination(THROTTLE) as both:
         yield both
 
 
@@ -111,11 +115,16 @@ def test_the_dashboard_shows_follows_and_stops_a_mirror(clusters, tmp_path):
             finished(http, http.post("/v1/mirrors/dr-east/resume", json={"include": [".*"]}))
             _shows(driver, "dr-east", "MIRRORING", 5)
             for i in range(3):  # records flowing, for the lag chart and throughput
-                produce(source.bootstrap_servers, "orders", 300, partitions=3, start=1000 * (i + 1))
-                wait_in_sync(http, "dr-east", 5)
+                start = 1000 * (i + 1)
+                produce(source.bootstrap_servers, "orders", 300, partitions=3, start=start, pad=200)
+            wait_in_sync(http, "dr-east", 5)
+            finished(http, http.post("/v1/mirrors/dr-east/pause", json={"topics": ["payments"]}))
             wait(driver, _copying, "the records copied, and their rate, on the page")
+            wait(driver, lambda d: _states(d, "dr-east").get("payments-1") == "PAUSED", "paused")
             assert screenshot(driver, tmp_path / "dashboard.png", 1280).stat().st_size > 0
             assert screenshot(driver, tmp_path / "dashboard-phone.png", 390).stat().st_size > 0
+            finished(http, http.post("/v1/mirrors/dr-east/resume", json={"topics": ["payments"]}))
+            _shows(driver, "dr-east", "MIRRORING", 5)
 
             # Stop from the page: the button asks first; Cancel changes nothing.
             _click(driver, '[data-mirror="dr-east"] button[data-action="stop"]')
