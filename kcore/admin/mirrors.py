@@ -36,7 +36,7 @@ from typing import Any
 import trio
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from quart import Blueprint, current_app, request
-from quart_schema import validate_request, validate_response
+from quart_schema import document_response, validate_request, validate_response
 
 from kcore.admin import kafka as _kafka
 from kcore.admin.context import broker, kafka, principal
@@ -136,6 +136,17 @@ class ErrorBody(BaseModel):
     error_code: int | None = None
 
 
+def _errors(*statuses: int):
+    """Document the error answers a route gives (401 and 403 always: tokens and ACLs)."""
+
+    def apply(route):
+        for status in (401, 403, *statuses):
+            route = document_response(ErrorBody, status)(route)
+        return route
+
+    return apply
+
+
 class MirrorSummary(BaseModel):
     mirror: str
     source_bootstrap_servers: str
@@ -233,12 +244,14 @@ async def _listed() -> list[Any]:
 
 
 @mirrors.get("/v1/mirrors")
+@_errors()
 @validate_response(MirrorList)
 async def list_mirrors():
     return {"mirrors": [_summary(x) for x in await _listed()]}
 
 
 @mirrors.post("/v1/mirrors")
+@_errors(400, 409, 503)
 @validate_request(CreateMirror)
 @validate_response(MirrorSummary, 201)
 async def create_mirror(data: CreateMirror):
@@ -280,6 +293,7 @@ def _one(response: Any, mirror: str) -> Any:
 
 
 @mirrors.get("/v1/mirrors/<mirror>")
+@_errors(404)
 @validate_response(MirrorDescription)
 async def describe_mirror(mirror: str):
     described = await _described(mirror)
@@ -290,6 +304,7 @@ async def describe_mirror(mirror: str):
 
 
 @mirrors.delete("/v1/mirrors/<mirror>")
+@_errors(404, 409)
 async def delete_mirror(mirror: str):
     response = await kafka(m.DeleteClusterMirrorRequest(mirror_name=mirror))
     raise_for(response.error_code, response.error_message)
@@ -378,7 +393,8 @@ def _topic_route(action: str, model: type[TopicSelection]):
 
     def register(route):
         route = validate_response(OperationStatus, 202)(validate_response(OperationStatus)(route))
-        return mirrors.post(f"/v1/mirrors/<mirror>/{action}")(validate_request(model)(route))
+        route = _errors(400, 404, 409, 503)(validate_request(model)(route))
+        return mirrors.post(f"/v1/mirrors/<mirror>/{action}")(route)
 
     return register
 
@@ -460,6 +476,7 @@ async def list_operations(mirror: str):
 
 
 @mirrors.get("/v1/mirrors/<mirror>/operations/<op_id>")
+@_errors(404)
 @validate_response(OperationStatus)
 async def get_operation(mirror: str, op_id: str):
     op = _operations().get(mirror, op_id)

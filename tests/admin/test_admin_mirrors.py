@@ -206,7 +206,9 @@ def test_openapi_documents_every_mirror_endpoint(http):
     }.items():
         assert methods <= set(paths[path]), path
     stop = paths["/v1/mirrors/{mirror}/stop"]["post"]
-    assert {"200", "202"} <= set(stop["responses"])
+    assert {"200", "202", "400", "401", "404", "409"} <= set(stop["responses"])
+    error = stop["responses"]["409"]["content"]["application/json"]["schema"]
+    assert set(error["properties"]) == {"error", "message", "error_code"}
     assert "requestBody" in stop
     assert {"PartitionStatus", "OperationStatus"} <= set(doc["components"]["schemas"])
 
