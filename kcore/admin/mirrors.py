@@ -278,12 +278,8 @@ async def create_mirror(data: CreateMirror):
     return summary, 201, {"Location": f"/v1/mirrors/{data.name}"}
 
 
-async def _described(mirror: str) -> Any:
-    """The DescribeClusterMirrors answer for ``mirror`` alone; its error raised."""
-    return _one(await kafka(m.DescribeClusterMirrorsRequest(mirror_names=[mirror])), mirror)
-
-
 def _one(response: Any, mirror: str) -> Any:
+    """``mirror``'s ``DescribedMirror`` of a DescribeClusterMirrors answer; errors raised."""
     raise_for(response.error_code, response.error_message)
     for x in response.mirrors:
         if x.mirror_name == mirror:
@@ -296,7 +292,7 @@ def _one(response: Any, mirror: str) -> Any:
 @_errors(404)
 @validate_response(MirrorDescription)
 async def describe_mirror(mirror: str):
-    described = await _described(mirror)
+    described = await _Caller().describe(mirror)
     listed = {x.mirror_name: x for x in await _listed()}
     if mirror not in listed:
         raise AdminError.from_kafka(ErrorCode.MIRROR_NOT_FOUND)
