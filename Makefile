@@ -2,16 +2,18 @@
 #
 #   make run    create .venv if needed, install kcore, run a single-node broker on 127.0.0.1:9092
 #               with its HTTP admin endpoint on http://127.0.0.1:9644
-#   make test   create .venv if needed, install kcore with its test dependencies, lint, run the suite
+#   make test   create .venv if needed, install kcore with its test dependencies (and Chromium
+#               for the dashboard's tests), lint, run the suite
 #
-# Nothing here assumes anything beyond Python 3.11 and pip on the machine.
+# Nothing here assumes anything beyond Python 3.11 and pip on the machine, but for `make test`:
+# Chromium and its driver, which it installs with apt-get when run as root on Debian.
 
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync soak mutate mutate-results clean
+.PHONY: browser run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -26,7 +28,18 @@ run: $(STAMP)
 	@echo "kcore: Kafka on 127.0.0.1:9092, admin endpoint and dashboard on http://127.0.0.1:9644"
 	$(VENV)/bin/kcore server --override admin.listeners=http://127.0.0.1:9644 $(ARGS)
 
-test: $(STAMP)
+# The dashboard's tests drive headless Chromium: Debian's chromium and chromium-driver, installed
+# here when missing (CI runs as root on Debian); elsewhere, install them by hand.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else \
+			echo "the dashboard tests need chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"; exit 1; \
+		fi; \
+	fi
+
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

@@ -7,7 +7,10 @@ health checks and a dashboard, served by Hypercorn on the broker's own Trio loop
 * :mod:`kcore.admin.kafka` — how a route performs a Kafka operation (through the broker's own
   handlers, as the caller's principal);
 * :mod:`kcore.admin.context` — what a route reaches: the broker, the principal;
-* :mod:`kcore.admin.health` — ``/health/live`` and ``/health/ready``.
+* :mod:`kcore.admin.health` — ``/health/live`` and ``/health/ready``;
+* :mod:`kcore.admin.mirrors` — ``/v1/mirrors``: the cluster mirror Kafka APIs over HTTP;
+* :mod:`kcore.admin.operations` — the long operations answered 202 (in memory, bounded);
+* :mod:`kcore.admin.dashboard` — the dashboard at ``/`` (its files: ``kcore/admin/ui/``).
 
 The configuration imports only :mod:`kcore.admin.config`; the web stack comes with the broker.
 """

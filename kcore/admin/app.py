@@ -26,8 +26,10 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from kcore.admin.auth import TokenFile
+from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
+from kcore.admin.mirrors import mirrors
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,12 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
 
     @app.before_request
     async def authenticate():
+        # The body is read before any answer, even a refusal (401, and the router's 404/405):
+        # Hypercorn closes a keep-alive connection answered before its request's body was
+        # read, but without a FIN the client sees, so its next request on that connection hangs
+        # (a dashboard's retry after the token prompt did). Bounded by admin.max.request.bytes.
+        if request.content_length or "chunked" in request.headers.get("Transfer-Encoding", ""):
+            await request.get_data()
         if tokens is None:
             return None
         path = request.path
@@ -120,4 +128,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return []
+    return [dashboard, mirrors]

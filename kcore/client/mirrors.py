@@ -22,13 +22,14 @@ in every answer.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import trio
 
 from kcore.client.cluster import KafkaClient, Target
 from kcore.client.errors import ClientError
+from kcore.mirror.report import not_in_sync
 from kcore.protocol import messages as m
 from kcore.protocol.errors import KafkaError
 
@@ -41,6 +42,7 @@ __all__ = [
     "resume_mirror_topics",
     "start_mirror_topics",
     "stop_mirror_topics",
+    "wait_for_sync",
 ]
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -251,3 +253,27 @@ def _merge_sync_status(merged: Any, answers: Iterable[Any]) -> None:
         if found is not None and found is not d:
             for name in SYNC_FIELDS:
                 setattr(d, name, getattr(found, name))
+
+
+async def wait_for_sync(
+    describe: Callable[[], Awaitable[Any]],
+    mirror: str,
+    topics: Iterable[str],
+    timeout_s: float,
+    *,
+    poll_s: float = 0.1,
+) -> list[str]:
+    """D-31, the planned failover's wait: ask ``describe()`` (a DescribeClusterMirrors answer)
+    until no partition of ``topics`` in ``mirror`` that still copies has lag (the destination
+    holds all the source made stable), for at most ``timeout_s``. Returns the partitions still
+    behind then (empty: in sync); the caller stops them either way. ``describe`` is the
+    caller's: the CLI asks every broker, the HTTP admin endpoint its own node."""
+    topics = set(topics)
+    behind: list[str] = []
+    with trio.move_on_after(timeout_s):
+        while True:
+            behind = not_in_sync(await describe(), mirror, topics)
+            if not behind:
+                return []
+            await trio.sleep(poll_s)
+    return behind

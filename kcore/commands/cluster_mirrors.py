@@ -37,13 +37,12 @@ import re
 import sys
 from typing import Any
 
-import trio
-
 from kcore.client import mirrors as admin
 from kcore.client.cluster import KafkaClient
 from kcore.commands._common import Refused, error_text, run_tool
 from kcore.commands._joptsimple import Option, add_options, help_text
 from kcore.metadata.topic_names import validate_topic_name
+from kcore.mirror import report
 from kcore.properties import load_properties
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -243,23 +242,14 @@ async def _wait_for_sync(client: KafkaClient, mirror: str, entries: list[str], t
     """D-31, the planned failover: wait until every partition of the topics to stop has lag 0
     (the destination holds all the source has), or ``timeout_ms`` passes; then the stop goes
     ahead either way, and a partition still behind is named on stderr."""
-    topics = set(await _matching_mirror_topics(client, mirror, entries))
-    behind: list[str] = []
-    with trio.move_on_after(timeout_ms / 1000):
-        while True:
-            response = _checked(await admin.describe_cluster_mirrors(client, [mirror]))
-            behind = [
-                f"{t.topic_name}-{p.partition_index} (lag {p.lag})"
-                for d in response.mirrors
-                for t in d.topics
-                if t.topic_name in topics
-                for p in t.partitions
-                if p.state in ("LOG_TRUNCATION", "MIRRORING", "EPOCH_FENCING") and p.lag != 0
-            ]
-            if not behind:
-                return
-            await trio.sleep(0.1)
-    print(f"Warning: not in sync after {timeout_ms} ms: {', '.join(behind)}", file=sys.stderr)
+    topics = await _matching_mirror_topics(client, mirror, entries)
+
+    async def describe():
+        return _checked(await admin.describe_cluster_mirrors(client, [mirror]))
+
+    behind = await admin.wait_for_sync(describe, mirror, topics, timeout_ms / 1000)
+    if behind:
+        print(f"Warning: not in sync after {timeout_ms} ms: {', '.join(behind)}", file=sys.stderr)
 
 
 async def _matching_mirror_topics(client: KafkaClient, mirror: str, entries: list[str]):
@@ -270,9 +260,7 @@ async def _matching_mirror_topics(client: KafkaClient, mirror: str, entries: lis
         raise Refused(f"Error: {error_text(ErrorCode.MIRROR_NOT_FOUND)}")
     if described[0].error_code:
         raise Refused(f"Error: {error_text(described[0].error_code, described[0].error_message)}")
-    names = [t.topic_name for t in described[0].topics]
-    patterns = [re.compile(e) for e in entries]
-    matched = [n for n in names if any(p.fullmatch(n) for p in patterns)]
+    matched = report.matching_topics(described[0], entries)
     if not matched:
         raise Refused(f"Error: no topic of mirror {mirror} matches {', '.join(entries)}")
     return matched
@@ -331,6 +319,10 @@ async def _describe(client: KafkaClient, args) -> int:
             print(f"Error: mirror {x.mirror_name}: {error_text(x.error_code, x.error_message)}",
                   file=sys.stderr)  # fmt: skip
             status = 1
+    if args.json:
+        doc = {"mirrors": [report.mirror_document(x) for x in mirrors if not x.error_code]}
+        print(json.dumps(report.camel_keys(doc), indent=2))
+        return status
     rows = [
         (x.mirror_name, t.topic_name, p)
         for x in mirrors
@@ -338,40 +330,6 @@ async def _describe(client: KafkaClient, args) -> int:
         for t in sorted(x.topics, key=lambda t: t.topic_name)
         for p in sorted(t.partitions, key=lambda p: p.partition_index)
     ]
-    if args.json:
-        out: dict[str, Any] = {}
-        for mirror, topic, p in rows:
-            partitions = out.setdefault(mirror, {}).setdefault(topic, [])
-            partitions.append(
-                {
-                    "partition": p.partition_index,
-                    "state": p.state,
-                    "sourceOffset": p.source_offset,
-                    "sourceLastStableOffset": p.source_last_stable_offset,
-                    "destinationOffset": p.destination_offset,
-                    "lag": p.lag,
-                    "lastMirrorEpoch": p.last_mirror_epoch,
-                    "lastFetchAgeMs": p.last_fetch_age_ms,
-                    "retryCount": p.retry_count,
-                    "failedReason": p.failed_reason,
-                }
-            )
-        doc = {
-            "mirrors": [
-                {
-                    "mirror": x.mirror_name,
-                    "topics": [
-                        {"topic": t, "partitions": ps}
-                        for t, ps in out.get(x.mirror_name, {}).items()
-                    ],
-                    "metadataSync": _sync_json(x),
-                }
-                for x in mirrors
-                if not x.error_code
-            ]
-        }
-        print(json.dumps(doc, indent=2))
-        return status
     # M-104: %-30s %-40s %-10s %-15s %-18s %-8s then the state.
     print(
         f"{'MIRROR':<30} {'TOPIC':<40} {'PARTITION':<10} {'SOURCE-OFFSET':<15} "
@@ -393,19 +351,6 @@ async def _describe(client: KafkaClient, args) -> int:
 
 def _age(ms: int) -> str:
     return "never" if ms < 0 else f"{ms / 1000:.1f} s ago"
-
-
-def _sync_json(x) -> dict[str, Any]:
-    return {
-        "lastSyncTimeMs": x.last_sync_time_ms,
-        "lastSyncAgeMs": x.last_sync_age_ms,
-        "lastChangeTimeMs": x.last_change_time_ms,
-        "changes": [
-            {"kind": c.kind, "resource": c.resource, "detail": c.detail} for c in x.sync_changes
-        ],
-        "errors": list(x.sync_errors),
-        "notes": list(x.sync_notes),
-    }
 
 
 def _print_sync(x) -> None:
