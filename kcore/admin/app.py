@@ -28,6 +28,7 @@ from werkzeug.exceptions import HTTPException
 from kcore.admin.auth import TokenFile
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
+from kcore.admin.metrics import metrics
 
 log = logging.getLogger(__name__)
 
@@ -120,4 +121,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return []
+    return [metrics]
