@@ -49,15 +49,15 @@ class RequestCollector:
             "included), by API.",
             labels=["api"],
         )
-        for key, count in enumerate(metrics.requests):
-            if not count:
-                continue
-            name = APIS[key].name
-            requests.add_metric([name], count)
+        for key, counts in enumerate(metrics.latency_buckets):
             running, buckets = 0, []
-            for label, n in zip(_BUCKET_LABELS, metrics.latency_buckets[key], strict=True):
+            for label, n in zip(_BUCKET_LABELS, counts, strict=True):
                 running += n
                 buckets.append((label, running))
+            if not running:
+                continue  # an API nobody called
+            name = APIS[key].name
+            requests.add_metric([name], running)
             latency.add_metric([name], buckets, metrics.latency_sum[key])
         errors = CounterMetricFamily(
             "kcore_request_errors",

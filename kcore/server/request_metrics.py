@@ -88,13 +88,13 @@ def _walk(obj: Any, plan: _Plan, found: list[int]) -> None:
 
 
 class RequestMetrics:
-    """Per API key: ``requests``, ``latency_buckets`` (per bucket, not cumulative; the last
-    is +Inf) and ``latency_sum`` (seconds); ``errors[(api_key, error_code)]``."""
+    """Per API key: ``latency_buckets`` (requests per bucket, not cumulative; the last is
+    +Inf) and ``latency_sum`` (seconds); ``errors[(api_key, error_code)]``. A request count is
+    the sum of its buckets (:meth:`requests`), so a request costs two updates, not three."""
 
-    __slots__ = ("requests", "latency_buckets", "latency_sum", "errors", "_plans")
+    __slots__ = ("latency_buckets", "latency_sum", "errors", "_plans")
 
     def __init__(self) -> None:
-        self.requests = [0] * _NUM_KEYS
         self.latency_buckets = [[0] * (len(LATENCY_BOUNDS_S) + 1) for _ in range(_NUM_KEYS)]
         self.latency_sum = [0.0] * _NUM_KEYS
         self.errors: dict[tuple[int, int], int] = {}
@@ -102,9 +102,11 @@ class RequestMetrics:
 
     def record(self, api_key: int, seconds: float) -> None:
         """One request of ``api_key`` answered in ``seconds`` (the hot path)."""
-        self.requests[api_key] += 1
         self.latency_sum[api_key] += seconds
         self.latency_buckets[api_key][bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+
+    def requests(self, api_key: int) -> int:
+        return sum(self.latency_buckets[api_key])
 
     def count_error(self, api_key: int, code: int, count: int = 1) -> None:
         key = (api_key, int(code))
@@ -145,7 +147,7 @@ class TopicTraffic:
         return counts
 
     def produced(self, topic: str, size: int, records: int) -> None:
-        counts = self._of(topic)
+        counts = self.topics.get(topic) or self._of(topic)
         counts[0] += size
         counts[1] += records
 
