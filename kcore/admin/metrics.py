@@ -62,12 +62,12 @@ class _Render:
 
 
 class MetricsRenderer:
-    """One node's registry, and the render that scrapes share."""
+    """One node's registry of ``collectors``, and the render that scrapes share."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, collectors: list[Any]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        for collector in COLLECTORS:
-            self.registry.register(collector(node))
+        for collector in collectors:
+            self.registry.register(collector)
         self._current: _Render | None = None
 
     async def render(self) -> bytes:
@@ -95,7 +95,8 @@ def renderer() -> MetricsRenderer:
     extensions = current_app.extensions
     found = extensions.get("kcore.metrics")
     if found is None:
-        found = extensions["kcore.metrics"] = MetricsRenderer(broker())
+        node = broker()
+        found = extensions["kcore.metrics"] = MetricsRenderer([c(node) for c in COLLECTORS])
     return found
 
 
