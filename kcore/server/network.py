@@ -72,7 +72,7 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.server.registry import EncodedResponse, HandlerRegistry
+from kcore.server.registry import CONTROLLER, EncodedResponse, HandlerRegistry
 from kcore.server.request_metrics import FETCH_KEY, RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -275,6 +275,7 @@ class _Connection:
         except OSError:
             self.peer = "?"
         self.decoder = FrameDecoder(server.limits.max_frame_bytes)
+        self._controller_listener = spec.listener_type == CONTROLLER  # Raft's Fetch, not ours
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
@@ -422,11 +423,11 @@ class _Connection:
             # The time to the response (its encoding and the write excluded), as the handler
             # saw it: long polls and acks=all waits included, as in Kafka's TotalTimeMs.
             metrics.record(api_key, perf_counter() - started)
-            # Produce and Fetch count their partitions' errors where they set them (Fetch's
-            # top-level one, a session error, is counted here); an encoded answer is a shared
-            # one (ApiVersions, a cached Metadata) with no caller's errors in it.
+            # The broker's Produce and Fetch count their partitions' errors where they set
+            # them (Fetch's top-level one, a session error, is counted here); an encoded
+            # answer is a shared one (ApiVersions, a cached Metadata) with no caller's errors.
             if response is not None and type(response) is not EncodedResponse:
-                if api_key > FETCH_KEY:
+                if api_key > FETCH_KEY or self._controller_listener:
                     metrics.count_response_errors(api_key, response)
                 elif api_key == FETCH_KEY and response.error_code:
                     metrics.count_error(api_key, response.error_code)
