@@ -29,6 +29,7 @@ from kcore.admin.auth import TokenFile
 from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
+from kcore.admin.metrics import metrics
 from kcore.admin.mirrors import mirrors
 
 log = logging.getLogger(__name__)
@@ -128,4 +129,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return [dashboard, mirrors]
+    return [dashboard, metrics, mirrors]

@@ -412,6 +412,15 @@ class KafkaClient:
         """The addresses with an open pooled connection."""
         return [a for a, ep in self._endpoints.items() if ep.live() is not None]
 
+    def failing(self) -> dict[Address, str]:
+        """The addresses without an open connection whose last connection attempt failed,
+        and why."""
+        return {
+            a: str(ep.last_error)
+            for a, ep in self._endpoints.items()
+            if ep.last_error is not None and ep.live() is None
+        }
+
     # -- requests ------------------------------------------------------------------------
 
     async def request(

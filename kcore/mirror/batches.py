@@ -49,7 +49,8 @@ class PreparedBatches:
     ``next_offset`` — the fetch offset after them (the input offset if none);
     ``last_epoch`` — the partition leader epoch of the last of them (None if none);
     ``fenced_epoch`` — the epoch of the first batch not appended because it is above the
-    destination's leader epoch (D-11), else None; ``bytes`` — their total size."""
+    destination's leader epoch (D-11), else None; ``bytes`` — their total size; ``records`` —
+    the records they hold, as their headers count them (control records included)."""
 
     batches: list[RecordBatch] = field(default_factory=list)
     headers: list[FollowerHeader | None] = field(default_factory=list)
@@ -57,6 +58,7 @@ class PreparedBatches:
     last_epoch: int | None = None
     fenced_epoch: int | None = None
     bytes: int = 0
+    records: int = 0
 
 
 def prepare_mirrored_batches(
@@ -71,8 +73,9 @@ def prepare_mirrored_batches(
     pos, end = 0, len(view)
     next_offset = fetch_offset
     total = 0
+    records = 0
     while end - pos >= _HEADER_SIZE:
-        (base, length, epoch, _magic, _crc, _attrs, delta, _fts, _mts, pid, *_rest) = (
+        (base, length, epoch, _magic, _crc, _attrs, delta, _fts, _mts, pid, _pe, _seq, count) = (
             _unpack_header(view, pos)
         )
         size = length + LOG_OVERHEAD
@@ -95,7 +98,9 @@ def prepare_mirrored_batches(
         out.last_epoch = epoch
         next_offset = last + 1
         total += size
+        records += count
         pos += size
     out.next_offset = next_offset
     out.bytes = total
+    out.records = records
     return out

@@ -115,6 +115,7 @@ class SourceOffsets:
     last_fetch_ms: int = -1
     bytes_mirrored: int = 0
     batches_mirrored: int = 0
+    records_mirrored: int = 0
 
 
 class MirrorPartitionHandler:
@@ -172,6 +173,7 @@ class MirrorPartitionHandler:
             )  # fmt: skip
             offsets.bytes_mirrored += prepared.bytes
             offsets.batches_mirrored += len(prepared.batches)
+            offsets.records_mirrored += prepared.records
         if prepared.fenced_epoch is not None:
             self.fenced[tp] = prepared.fenced_epoch
             self.listener.on_epoch_fencing(tp, prepared.fenced_epoch)
@@ -401,6 +403,21 @@ class MirrorFetcherManager:
 
     def source_offsets(self, tp: TopicPartition) -> SourceOffsets | None:
         return self.handler.source.get(tp)
+
+    def connection_state(self) -> str:
+        """How this mirror reaches its source (D-32): ``unreachable`` while a partition's
+        source leader cannot be found, or no connection is open and the last attempt to open
+        one failed; ``connected`` while a connection is open; ``connecting`` before the
+        first one."""
+        manager = self.manager
+        if any(manager.unreachable(tp) is not None for tp in manager.partitions):
+            return "unreachable"
+        clients = list(self._clients.values())
+        if any(client.connected() for client in clients):
+            return "connected"
+        if any(client.failing() for client in clients):
+            return "unreachable"
+        return "connecting"
 
     async def __aenter__(self) -> MirrorFetcherManager:
         self._nursery_cm = trio.open_nursery()

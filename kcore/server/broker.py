@@ -75,6 +75,7 @@ from kcore.server.mirror_coordinator import MirrorCoordinatorService, inter_brok
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
+from kcore.server.request_metrics import TopicTraffic
 from kcore.server.transaction_coordinator import TransactionCoordinatorService
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ class KafkaBroker:
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.purgatory = Purgatory()
+        # Bytes and records produced and fetched per topic, counted by the handlers (/metrics).
+        self.topic_traffic = TopicTraffic()
         self.fetch_manager = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         )

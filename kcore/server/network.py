@@ -57,6 +57,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 import trio
@@ -71,7 +72,8 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
-from kcore.server.registry import EncodedResponse, HandlerRegistry
+from kcore.server.registry import CONTROLLER, EncodedResponse, HandlerRegistry
+from kcore.server.request_metrics import FETCH_KEY, RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,8 @@ class KafkaServer:
         self.limits = limits or ConnectionLimits()
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> actual (host, port)
         self.connections = 0
+        # Requests, errors and latency per API, for /metrics (updated by every connection).
+        self.metrics = RequestMetrics()
         self._accepting: list[trio.CancelScope] = []  # one per listener
         self._processing_enabled = trio.Event()
         # Listeners waiting for enable_request_processing: name -> sockets (None: not bound).
@@ -271,6 +275,7 @@ class _Connection:
         except OSError:
             self.peer = "?"
         self.decoder = FrameDecoder(server.limits.max_frame_bytes)
+        self._controller_listener = spec.listener_type == CONTROLLER  # Raft's Fetch, not ours
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
@@ -401,13 +406,31 @@ class _Connection:
             connection_id=self.id,
             server=self.server.state,
         )
+        metrics = self.server.metrics
+        started = perf_counter()
         try:
             response = await spec.handler(ctx, request.body)
         except KafkaError as e:
+            metrics.record(api_key, perf_counter() - started)
+            metrics.count_error(api_key, e.code)
             response = _error_response(request.api.key, e.code, e.message)
         except Exception:
+            metrics.record(api_key, perf_counter() - started)
+            metrics.count_error(api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
             log.exception("%s v%d handler failed", request.api.name, version)
             response = _error_response(request.api.key, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        else:
+            # The time to the response (its encoding and the write excluded), as the handler
+            # saw it: long polls and acks=all waits included, as in Kafka's TotalTimeMs.
+            metrics.record(api_key, perf_counter() - started)
+            # The broker's Produce and Fetch count their partitions' errors where they set
+            # them (Fetch's top-level one, a session error, is counted here); an encoded
+            # answer is a shared one (ApiVersions, a cached Metadata) with no caller's errors.
+            if response is not None and type(response) is not EncodedResponse:
+                if api_key > FETCH_KEY or self._controller_listener:
+                    metrics.count_response_errors(api_key, response)
+                elif api_key == FETCH_KEY and response.error_code:
+                    metrics.count_error(api_key, response.error_code)
         if response is None:
             return None
         if type(response) is EncodedResponse:

@@ -183,6 +183,15 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin, TxnOffsetsMixin):
         """The partitions whose groups this coordinator serves (loading ones excluded)."""
         return set(self._owned)
 
+    def group_states(self) -> dict[str, int]:
+        """How many groups of the served partitions are in each state, by Kafka's state
+        names (``Stable``, ``Empty``, ...), for /metrics."""
+        counts: dict[str, int] = {}
+        for partition in self._owned:
+            for group in self._partitions.get(partition, {}).values():
+                counts[group.state.value] = counts.get(group.state.value, 0) + 1
+        return counts
+
     # ---- applying records --------------------------------------------------------------------
 
     def _apply(self, groups: dict[str, ClassicGroup], record, now_ms: int | None = None) -> None:

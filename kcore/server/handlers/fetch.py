@@ -36,6 +36,7 @@ from kcore.replica.partition import FetchParams
 from kcore.server import authz
 from kcore.server.fetch_session import error_partition_data, replica_id_of
 from kcore.server.registry import HandlerRegistry
+from kcore.server.request_metrics import FETCH_KEY
 
 PD = m.FetchResponse.PartitionData
 
@@ -115,6 +116,7 @@ def register(registry: HandlerRegistry) -> None:
         readable = _readable_topics(ctx, fctx, replica_id)
         while True:
             updates = {}
+            sizes: dict[str, int] = {}  # bytes read per topic (this round's: the one answered)
             total = 0
             errors = False
             for tp, fp in fctx.partitions():
@@ -133,13 +135,27 @@ def register(registry: HandlerRegistry) -> None:
                 )
                 errors = errors or data.error_code != 0 or data.diverging_epoch.epoch != -1
                 updates[tp] = data
-                total += size
+                if size:
+                    total += size
+                    sizes[tp.topic] = sizes.get(tp.topic, 0) + size
             remaining = deadline - trio.current_time()
             if total >= body.min_bytes or errors or remaining <= 0 or not updates:
                 break
             keys = [(tp.topic, tp.partition) for tp in updates]
             await broker.purgatory.wait(keys, remaining)
+        _count(broker, updates, sizes, follower=replica_id >= 0, errors=errors)
         return fctx.update_and_generate_response(updates, now_ms=int(time.time() * 1000))
+
+
+def _count(broker, updates, sizes, *, follower: bool, errors: bool) -> None:
+    """The answered bytes per topic, and the partitions' errors (for /metrics)."""
+    if sizes:
+        broker.topic_traffic.fetched(sizes, follower=follower)
+    if errors:
+        metrics = broker.server.metrics
+        for data in updates.values():
+            if data.error_code:
+                metrics.count_error(FETCH_KEY, data.error_code)
 
 
 def _readable_topics(ctx, fctx, replica_id: int) -> set[str] | None:

@@ -42,6 +42,7 @@ from kcore.record.batch import RecordBatch, iter_batches
 from kcore.record.errors import CorruptRecordError, UnsupportedMagicError
 from kcore.server import authz
 from kcore.server.registry import HandlerRegistry
+from kcore.server.request_metrics import PRODUCE_KEY
 
 if TYPE_CHECKING:
     from kcore.server.transaction_coordinator import TransactionCoordinatorService
@@ -181,6 +182,7 @@ def register(registry: HandlerRegistry) -> None:
             )
         ):
             refused = _refuse_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            broker.server.metrics.count_response_errors(PRODUCE_KEY, refused)
             return None if acks == 0 else refused
         names = [
             replicas.topic_names.get(t.topic_id, "") if ctx.version >= 13 else t.name
@@ -217,6 +219,7 @@ def register(registry: HandlerRegistry) -> None:
             if verifying:
                 now_ms = int(time.time() * 1000)  # the coordinator may have taken a while
         waits = []
+        traffic = broker.topic_traffic
         for topic, pd, batch, entry in ready:
             try:
                 verification = verifying.get((topic, pd.index))
@@ -235,6 +238,7 @@ def register(registry: HandlerRegistry) -> None:
                 entry.base_offset = info.first_offset
                 entry.log_append_time_ms = info.log_append_time
                 entry.log_start_offset = info.log_start_offset
+                traffic.produced(topic, len(pd.records), info.last_offset - info.first_offset + 1)
                 if acks == -1:
                     waits.append((topic, pd.index, info.last_offset + 1, entry))
             except KafkaError as e:
@@ -248,6 +252,7 @@ def register(registry: HandlerRegistry) -> None:
 
 def _fail(broker, topic: str, index: int, entry, error: KafkaError) -> None:
     entry.error_code = int(error.code)
+    broker.server.metrics.count_error(PRODUCE_KEY, error.code)
     entry.error_message = error.message
     entry.base_offset = -1
     if isinstance(error, RecordValidationError):  # v0-7 have no RecordErrors: not encoded
