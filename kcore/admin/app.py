@@ -19,12 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from quart import g, request
+from quart import Request, g, request
 from quart_schema import QuartSchema, RequestSchemaValidationError
 from quart_schema.openapi import HttpSecurityScheme, Info
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from kcore.admin.api.resources import resources
 from kcore.admin.auth import TokenFile
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
@@ -50,8 +51,16 @@ def _error(status: int, error: str, message: str):
     return {"error": error, "message": message}, status
 
 
+class AdminRequest(Request):
+    def on_json_loading_failed(self, error: Exception) -> Any:
+        # Quart's own says only "Bad Request" (the parser's reason is for debug mode): the
+        # caller is told where its JSON breaks.
+        raise AdminError(400, "INVALID_JSON", f"the request body is not valid JSON: {error}")
+
+
 def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int) -> QuartTrio:
     app = QuartTrio("kcore.admin")
+    app.request_class = AdminRequest
     app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     app.config["JSON_SORT_KEYS"] = False
     app.extensions["kcore"] = AdminState(broker, tokens)
@@ -120,4 +129,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return []
+    return [resources]
