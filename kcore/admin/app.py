@@ -19,11 +19,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from quart import Request, g, request
+import trio
+from quart import g, request
 from quart_schema import QuartSchema, RequestSchemaValidationError
 from quart_schema.openapi import HttpSecurityScheme, Info
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
+from quart_trio.wrappers import TrioRequest
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from kcore.admin.api.resources import resources
 from kcore.admin.auth import TokenFile
@@ -37,6 +39,7 @@ OPENAPI_PATH = "/v1/openapi.json"
 # the page asks for the token and sends it with every API call it makes.
 PUBLIC_PATHS = ("/health/", "/ui/")
 PUBLIC_EXACT = ("/",)
+BODY_DRAIN_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -51,7 +54,7 @@ def _error(status: int, error: str, message: str):
     return {"error": error, "message": message}, status
 
 
-class AdminRequest(Request):
+class AdminRequest(TrioRequest):
     def on_json_loading_failed(self, error: Exception) -> Any:
         # Quart's own says only "Bad Request" (the parser's reason is for debug mode): the
         # caller is told where its JSON breaks.
@@ -93,6 +96,23 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
             return body, status, {"WWW-Authenticate": 'Bearer realm="kcore"'}
         g.principal = principal
         return None
+
+    @app.after_request
+    async def finish_reading_the_body(response):
+        # Hypercorn starts the next request of a keep-alive connection only once this one's
+        # body is all in: a response sent before (a 401, a route that reads no body) would
+        # leave the connection stuck. The rest is read and dropped, bounded by
+        # admin.max.request.bytes and Hypercorn's read timeout; past the limit, or should the
+        # body not come, the connection is closed after the response.
+        try:
+            with trio.move_on_after(BODY_DRAIN_TIMEOUT_S) as scope:
+                async for _ in request.body:
+                    pass
+            if scope.cancelled_caught:
+                response.headers["Connection"] = "close"
+        except RequestEntityTooLarge:
+            response.headers["Connection"] = "close"
+        return response
 
     @app.errorhandler(AdminError)
     async def admin_error(e: AdminError):

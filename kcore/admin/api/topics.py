@@ -3,8 +3,9 @@ ListOffsets for each partition's offsets and DescribeConfigs for ``mirror.name``
 
 Listing shows only what Metadata shows the caller (topics it may DESCRIBE). A partition's
 offsets are this node's ListOffsets answers: in a cluster of several brokers a partition led by
-another broker has ``null`` offsets and ``offsets_error: NOT_LEADER_OR_FOLLOWER`` (ask the
-leader's admin endpoint); the leader, replicas and ISR come from the metadata and are always
+another broker has ``null`` offsets and ``offsets_error`` says why, as Kafka's ListOffsets does
+(NOT_LEADER_OR_FOLLOWER on a follower, UNKNOWN_TOPIC_OR_PARTITION on a broker with no replica;
+ask the leader's admin endpoint); the leader, replicas and ISR come from the metadata and are always
 there. ``log_end_offset`` is ListOffsets LATEST as a non-consumer (Kafka's debugging replica
 id), ``high_watermark`` and ``last_stable_offset`` as a consumer reading uncommitted and
 committed. A bad topic name in the path is the Kafka API's to judge (404, or 400
