@@ -56,9 +56,18 @@ def client_listener_name(broker: Any) -> str:
     return ADMIN_LISTENER_NAME
 
 
+# Retriable errors with a status of their own: waiting was the problem, or asking too often.
+_TIMED_OUT = frozenset({ErrorCode.REQUEST_TIMED_OUT})
+_TOO_MANY = frozenset({ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+
+
 def http_status(code: int) -> int:
     """The HTTP status for a Kafka error code (never called with 0)."""
     name, retriable, _ = error_info(code)
+    if code in _TIMED_OUT:
+        return 504  # the controller did not answer in time: the change may still happen
+    if code in _TOO_MANY:
+        return 429
     if code in _NOT_FOUND:
         return 404
     if code in _CONFLICT:

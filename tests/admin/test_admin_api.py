@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 import kcore
+from kcore.metadata.context import uuid_text
 from kcore.testing import EmbeddedCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -80,6 +81,7 @@ def test_topic_created_listed_described_and_deleted(cluster, http):
     assert body["configs"]["retention.ms"] == "3600000"
     assert body["validate_only"] is False
     topic_id = body["topic_id"]
+    assert topic_id == uuid_text(cluster.broker.metadata_image.topics.by_name[name].topic_id)
 
     listed = {t["name"]: t for t in http.get("/v1/topics").json()["topics"]}
     assert listed[name] == {

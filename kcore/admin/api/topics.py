@@ -24,6 +24,7 @@ from kcore.admin.api import common
 from kcore.admin.api.common import Body, Reply, errors
 from kcore.admin.context import kafka
 from kcore.admin.kafka import raise_for
+from kcore.metadata.context import uuid_text
 from kcore.protocol import messages as m
 
 topics = Blueprint("topics", __name__)
@@ -33,7 +34,7 @@ CREATE_TIMEOUT_MS = 30_000
 
 class TopicSummary(Reply):
     name: str
-    topic_id: str
+    topic_id: str  # as Kafka writes it (kafka-topics.sh): URL-safe base64
     partitions: int
     replication_factor: int
     internal: bool
@@ -109,7 +110,7 @@ async def list_topics():
         listed.append(
             TopicSummary(
                 name=t.name,
-                topic_id=str(t.topic_id),
+                topic_id=uuid_text(t.topic_id),
                 partitions=len(t.partitions),
                 replication_factor=_replication_factor(t),
                 internal=t.is_internal,
@@ -144,7 +145,7 @@ async def create_topic(data: NewTopic):
     raise_for(result.error_code, result.error_message)
     created = CreatedTopic(
         name=result.name,
-        topic_id=None if data.validate_only else str(result.topic_id),
+        topic_id=None if data.validate_only else uuid_text(result.topic_id),
         partitions=result.num_partitions,
         replication_factor=result.replication_factor,
         configs={c.name: c.value for c in result.configs or () if not c.is_sensitive},
@@ -187,7 +188,7 @@ async def describe_topic(topic: str):
         )
     return TopicDescription(
         name=t.name,
-        topic_id=str(t.topic_id),
+        topic_id=uuid_text(t.topic_id),
         internal=t.is_internal,
         mirror=mirror,
         mirror_mode=mode if mirror else None,
@@ -205,4 +206,4 @@ async def delete_topic(topic: str):
     result = response.responses[0]
     raise_for(result.error_code, result.error_message)
     topic_id = result.topic_id if result.topic_id != uuid.UUID(int=0) else None
-    return DeletedTopic(name=topic, topic_id=str(topic_id) if topic_id else "")
+    return DeletedTopic(name=topic, topic_id=uuid_text(topic_id) if topic_id else "")
