@@ -55,6 +55,14 @@ def _error(status: int, error: str, message: str):
 
 
 class AdminRequest(TrioRequest):
+    async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True):
+        try:
+            return await super().get_json(force=force, silent=silent, cache=cache)
+        except RecursionError:  # [[[[...]]]]: the parser's stack, not a ValueError
+            raise AdminError(400, "INVALID_JSON", "the request body nests too deeply") from None
+        except UnicodeDecodeError as e:  # decoded before Quart's parser sees it
+            raise AdminError(400, "INVALID_JSON", f"the request body is not UTF-8: {e}") from None
+
     def on_json_loading_failed(self, error: Exception) -> Any:
         # Quart's own says only "Bad Request" (the parser's reason is for debug mode): the
         # caller is told where its JSON breaks.
