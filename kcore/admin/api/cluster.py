@@ -76,6 +76,7 @@ async def _quorum() -> tuple[int | None, set[int] | None]:
 @validate_response(ClusterInfo)
 @errors(401, 403, 503)
 async def get_cluster():
+    """The cluster: its id, controllers, finalized features, kcore's version, broker count."""
     described = await _describe_cluster()
     versions = await kafka(m.ApiVersionsRequest(client_software_name="kcore-admin-http"))
     leader, _ = await _quorum()
@@ -96,6 +97,7 @@ async def get_cluster():
 @validate_response(BrokerList)
 @errors(401, 403, 503)
 async def get_brokers():
+    """Every registered broker (fenced ones too) with its client address and roles."""
     described = await _describe_cluster()
     leader, voters = await _quorum()
     return BrokerList(

@@ -82,6 +82,7 @@ async def _describe(topic: str) -> TopicConfigs:
 @validate_response(TopicConfigs)
 @errors(401, 403, 404, 503)
 async def describe_topic_configs(topic: str):
+    """DescribeConfigs: every config of the topic, its source and sensitivity."""
     return await _describe(topic)
 
 
@@ -90,6 +91,7 @@ async def describe_topic_configs(topic: str):
 @validate_response(TopicConfigs)
 @errors(400, 401, 403, 404, 503)
 async def alter_topic_configs(topic: str, data: ConfigChanges):
+    """IncrementalAlterConfigs: set, delete, append, subtract -- all or nothing."""
     A = m.IncrementalAlterConfigsRequest
     changes = [
         A.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in data.set.items()

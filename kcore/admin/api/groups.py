@@ -75,6 +75,7 @@ class GroupDescription(Reply):
 @validate_response(GroupList)
 @errors(401, 503)
 async def list_groups():
+    """ListGroups: the groups this node coordinates."""
     response = await kafka(m.ListGroupsRequest())
     raise_for(response.error_code)
     return GroupList(
@@ -127,6 +128,7 @@ async def _committed(group: str) -> list:
 @validate_response(GroupDescription)
 @errors(401, 403, 404, 421, 503)
 async def describe_group(group: str):
+    """A group: its members and assignments, committed offsets, log end offsets and lag."""
     coordinator = await _coordinator(group)
     described = (await kafka(m.DescribeGroupsRequest(groups=[group]))).groups[0]
     raise_for(described.error_code, described.error_message)

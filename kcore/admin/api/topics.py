@@ -99,6 +99,7 @@ def _replication_factor(topic) -> int:
 @validate_response(TopicList)
 @errors(401, 503)
 async def list_topics():
+    """The topics the caller may describe (Metadata), with their mirror if any."""
     metadata = await common.topic_metadata(None)
     names = [t.name for t in metadata.topics if not t.error_code]
     mirrors = await common.mirror_names(names)
@@ -127,6 +128,7 @@ async def list_topics():
 @validate_response(CreatedTopic, 200)
 @errors(400, 401, 403, 409, 503)
 async def create_topic(data: NewTopic):
+    """CreateTopics: 201 and the topic's configs, or 200 with ``validate_only``."""
     C = m.CreateTopicsRequest
     request = C(
         topics=[
@@ -160,6 +162,7 @@ async def create_topic(data: NewTopic):
 @validate_response(TopicDescription)
 @errors(401, 403, 404, 503)
 async def describe_topic(topic: str):
+    """A topic's partitions: leader, replicas, ISR, epoch, and offsets where this node leads."""
     t = await common.one_topic(topic)
     keys = [(topic, p.partition_index) for p in t.partitions]
     start = await common.list_offsets(keys, common.EARLIEST)
@@ -200,6 +203,7 @@ async def describe_topic(topic: str):
 @validate_response(DeletedTopic)
 @errors(401, 403, 404, 409, 503)
 async def delete_topic(topic: str):
+    """DeleteTopics."""
     D = m.DeleteTopicsRequest
     request = D(topics=[D.DeleteTopicState(name=topic)], timeout_ms=CREATE_TIMEOUT_MS)
     response = await kafka(request)
