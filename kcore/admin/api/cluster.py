@@ -16,7 +16,7 @@ from quart_schema import validate_response
 import kcore
 from kcore.admin.api.common import Reply, errors
 from kcore.admin.context import kafka
-from kcore.admin.kafka import AdminError, raise_for
+from kcore.admin.kafka import ADMIN_CLIENT_ID, AdminError, raise_for
 from kcore.protocol import messages as m
 
 cluster = Blueprint("cluster", __name__)
@@ -61,13 +61,13 @@ async def _quorum() -> tuple[int | None, set[int] | None]:
     request = Q(topics=[Q.TopicData(topic_name=METADATA_TOPIC, partitions=[Q.PartitionData()])])
     try:
         response = await kafka(request)
+        raise_for(response.error_code, response.error_message)
+        partition = response.topics[0].partitions[0]
+        raise_for(partition.error_code, partition.error_message)
     except AdminError as e:
         if e.status == 403:
             return None, None
         raise
-    raise_for(response.error_code, response.error_message)
-    partition = response.topics[0].partitions[0]
-    raise_for(partition.error_code, partition.error_message)
     leader = partition.leader_id if partition.leader_id >= 0 else None
     return leader, {v.replica_id for v in partition.current_voters}
 
@@ -78,7 +78,12 @@ async def _quorum() -> tuple[int | None, set[int] | None]:
 async def get_cluster():
     """The cluster: its id, controllers, finalized features, kcore's version, broker count."""
     described = await _describe_cluster()
-    versions = await kafka(m.ApiVersionsRequest(client_software_name="kcore-admin-http"))
+    versions = await kafka(
+        m.ApiVersionsRequest(
+            client_software_name=ADMIN_CLIENT_ID, client_software_version=kcore.__version__
+        )
+    )
+    raise_for(versions.error_code)
     leader, _ = await _quorum()
     fenced = sum(1 for b in described.brokers if b.is_fenced)
     return ClusterInfo(

@@ -66,7 +66,9 @@ async def topic_metadata(names: list[str] | None) -> m.MetadataResponse:
     topics = (
         None if names is None else [m.MetadataRequest.MetadataRequestTopic(name=n) for n in names]
     )
-    return await kafka(m.MetadataRequest(topics=topics, allow_auto_topic_creation=False))
+    response = await kafka(m.MetadataRequest(topics=topics, allow_auto_topic_creation=False))
+    raise_for(response.error_code)
+    return response
 
 
 async def one_topic(name: str) -> m.MetadataResponse.MetadataResponseTopic:

@@ -124,7 +124,7 @@ async def _committed(group: str) -> list:
     return [(t.name, p) for t in result.topics for p in t.partitions]
 
 
-@groups.get("/v1/groups/<group>")
+@groups.get("/v1/groups/<path:group>")  # a group id may hold a "/"
 @validate_response(GroupDescription)
 @errors(401, 403, 404, 421, 503)
 async def describe_group(group: str):
