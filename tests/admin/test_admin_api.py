@@ -324,23 +324,31 @@ def test_groups_listed_and_described_with_members_offsets_and_lag(cluster, http)
         assert member["client_id"] == "lag-checker"
         assert member["client_host"]
         assert member["assignment"] == {topic: [0, 1]}
-        [offsets] = [o for o in body["offsets"] if o["topic"] == topic]
-        assert offsets == {
+        committed, assigned = body["offsets"]  # partition 1: assigned, nothing committed
+        assert committed == {
             "topic": topic,
             "partition": 0,
             "committed_offset": 3,
-            "committed_leader_epoch": offsets["committed_leader_epoch"],
-            "metadata": offsets["metadata"],
+            "committed_leader_epoch": committed["committed_leader_epoch"],
+            "metadata": committed["metadata"],
             "log_end_offset": 7,
             "lag": 4,
             "member_id": member["member_id"],
             "error": None,
         }
+        assert (assigned["topic"], assigned["partition"], assigned["committed_offset"]) == (
+            topic,
+            1,
+            -1,
+        )
+        assert (assigned["log_end_offset"], assigned["lag"]) == (4, None)
+        assert assigned["member_id"] == member["member_id"]
     finally:
         consumer.close()
     after = http.get(f"/v1/groups/{group}").json()
     assert after["state"] == "Empty" and after["members"] == []
-    assert after["offsets"][0]["lag"] == 4 and after["offsets"][0]["member_id"] is None
+    [left] = after["offsets"]  # only what was committed, once no one is assigned anything
+    assert (left["partition"], left["lag"], left["member_id"]) == (0, 4, None)
 
 
 def test_unknown_group_is_404(http):

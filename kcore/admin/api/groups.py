@@ -28,6 +28,9 @@ groups = Blueprint("groups", __name__)
 
 GROUP_KEY = 0  # FindCoordinator KeyType
 DEAD = "Dead"  # DescribeGroups' state for a group that does not exist
+_NOT_COMMITTED = m.OffsetFetchResponse.OffsetFetchResponsePartitions(
+    committed_offset=-1, committed_leader_epoch=-1, metadata=None, error_code=0
+)
 
 
 class GroupSummary(Reply):
@@ -151,22 +154,26 @@ async def describe_group(group: str):
         for topic, ps in (member.assignment or {}).items()
         for p in ps
     }
-    keys = [(topic, p.partition_index) for topic, p in committed]
+    # Every partition with a committed offset, and those assigned without one yet (as
+    # kafka-consumer-groups.sh lists them: committed -1, no lag).
+    by_key = {(topic, p.partition_index): p for topic, p in committed}
+    keys = sorted(by_key.keys() | owner.keys())
     ends = await common.list_offsets(keys, common.LATEST)
     offsets = []
-    for topic, p in sorted(committed, key=lambda x: (x[0], x[1].partition_index)):
-        key = (topic, p.partition_index)
+    for key in keys:
+        p = by_key.get(key, _NOT_COMMITTED)
         end, end_error = ends.get(key, (None, None))
         has_offset = p.committed_offset >= 0
         offsets.append(
             PartitionOffsets(
-                topic=topic,
-                partition=p.partition_index,
+                topic=key[0],
+                partition=key[1],
                 committed_offset=p.committed_offset,
                 committed_leader_epoch=p.committed_leader_epoch,
                 metadata=p.metadata,
                 log_end_offset=end,
-                lag=max(end - p.committed_offset, 0) if end is not None and has_offset else None,
+                # Kafka's lag: negative when the log was truncated below the commit.
+                lag=end - p.committed_offset if end is not None and has_offset else None,
                 member_id=owner.get(key),
                 error=common.error_name(p.error_code) or end_error,
             )
