@@ -72,6 +72,8 @@ class AdminRequest(TrioRequest):
 def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int) -> QuartTrio:
     app = QuartTrio("kcore.admin")
     app.request_class = AdminRequest
+    # "/v1/topics//configs" (an empty name) is a 404 in JSON, not an HTML redirect elsewhere.
+    app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     app.config["JSON_SORT_KEYS"] = False
     app.extensions["kcore"] = AdminState(broker, tokens)

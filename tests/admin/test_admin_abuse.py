@@ -1,7 +1,8 @@
 """Bad input over raw sockets: oversize bodies, slow clients, malformed HTTP and JSON, odd path
-parameters, a thousand concurrent requests. None crashes the broker or stalls it: the admin
-endpoint answers a normal request beside them, and a confluent-kafka producer writing through
-each test gets every record acknowledged and read back."""
+parameters, a thousand concurrent requests, and (hypothesis) any topic name and any config
+patch body. None crashes the broker or stalls it: each gets a JSON answer of the client's
+class, the admin endpoint answers a normal request beside them, and a confluent-kafka producer
+writing through the tests gets every record acknowledged and read back."""
 
 from __future__ import annotations
 
@@ -11,23 +12,28 @@ import resource
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 
 import httpx
 import pytest
 import trio
 from confluent_kafka import Consumer, Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kcore.testing import EmbeddedCluster
 
 pytestmark = pytest.mark.timeout(300)
 
 LIMIT = 16384  # admin.max.request.bytes of the cluster under test
+FUZZED_TOPIC = "fuzzed"
 
 
 @pytest.fixture(scope="module")
 def cluster():
     with EmbeddedCluster(admin=True, config={"admin.max.request.bytes": str(LIMIT)}) as cluster:
+        cluster.create_topic(FUZZED_TOPIC)
         yield cluster
 
 
@@ -351,3 +357,65 @@ def test_the_broker_is_whole_after_the_abuse(cluster):
         name = f"after-{uuid.uuid4().hex[:8]}"
         assert http.post("/v1/topics", json={"name": name}).status_code == 201
         assert http.get(f"/v1/topics/{name}").json()["partitions"][0]["leader"] == 1
+
+
+# -- any name, any body: always an answer of the client's class, never the server's -----------
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+CONFIG_NAMES = st.sampled_from(["retention.ms", "cleanup.policy", "segment.bytes", "no.such"])
+
+
+def assert_json_answer(answer: httpx.Response, allowed: set[int]) -> None:
+    assert answer.status_code in allowed, (answer.status_code, answer.text)
+    if answer.status_code >= 400:
+        body = answer.json()
+        assert body["error"] and body["message"]
+
+
+@pytest.fixture(scope="module")
+def shared_http(cluster):
+    with httpx.Client(base_url=cluster.admin_url, timeout=60) as http:
+        yield http
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.text(max_size=300))
+def test_any_topic_name_gets_a_json_answer(shared_http, name):
+    created = shared_http.post(
+        "/v1/topics", json={"name": name, "partitions": 1, "validate_only": True}
+    )
+    assert_json_answer(created, {200, 400, 409})
+    quoted = urllib.parse.quote(name, safe="")
+    for path in (f"/v1/topics/{quoted}", f"/v1/topics/{quoted}/configs"):
+        assert_json_answer(shared_http.get(path), {200, 404})
+    assert_json_answer(shared_http.get(f"/v1/groups/{quoted}"), {200, 404})
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    body=JSON
+    | st.fixed_dictionaries(
+        {},
+        optional={
+            "set": st.dictionaries(CONFIG_NAMES, JSON, max_size=3),
+            "delete": st.lists(CONFIG_NAMES | JSON, max_size=3),
+            "append": st.dictionaries(CONFIG_NAMES, st.text(max_size=20), max_size=2),
+            "subtract": JSON,
+        },
+    )
+)
+def test_any_config_patch_body_gets_a_json_answer(shared_http, body):
+    if isinstance(body, dict):
+        body = {**body, "validate_only": True}  # judged by the Kafka API, changing nothing
+    answer = shared_http.patch(f"/v1/topics/{FUZZED_TOPIC}/configs", json=body)
+    assert_json_answer(answer, {200, 400})
+    if answer.status_code == 200:
+        assert answer.json()["validate_only"] is True
