@@ -141,6 +141,24 @@ def test_topic_created_listed_described_and_deleted(cluster, http):
     assert name not in {t["name"] for t in http.get("/v1/topics").json()["topics"]}
 
 
+def test_an_open_transaction_holds_the_last_stable_offset_back(cluster, http):
+    name = unique("txn")
+    assert http.post("/v1/topics", json={"name": name}).status_code == 201
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": unique("tid")}
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(name, value=b"%d" % i, partition=0)
+    assert producer.flush(60) == 0
+    [open_] = http.get(f"/v1/topics/{name}").json()["partitions"]
+    assert (open_["high_watermark"], open_["last_stable_offset"]) == (3, 0)
+    producer.commit_transaction(60)
+    [done] = http.get(f"/v1/topics/{name}").json()["partitions"]
+    assert done["high_watermark"] == done["last_stable_offset"] == done["log_end_offset"] == 4
+
+
 def test_internal_topics_are_flagged(http):
     # A group's look-up (FindCoordinator) creates __consumer_offsets, as for any client.
     http.get(f"/v1/groups/{unique('g')}")

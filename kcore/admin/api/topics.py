@@ -88,7 +88,7 @@ class TopicDescription(Reply):
 
 class DeletedTopic(Reply):
     name: str
-    topic_id: str
+    topic_id: str | None
 
 
 def _replication_factor(topic) -> int:
@@ -209,5 +209,5 @@ async def delete_topic(topic: str):
     response = await kafka(request)
     result = response.responses[0]
     raise_for(result.error_code, result.error_message)
-    topic_id = result.topic_id if result.topic_id != uuid.UUID(int=0) else None
-    return DeletedTopic(name=topic, topic_id=uuid_text(topic_id) if topic_id else "")
+    known = result.topic_id != uuid.UUID(int=0)
+    return DeletedTopic(name=topic, topic_id=uuid_text(result.topic_id) if known else None)
