@@ -19,12 +19,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import trio
 from quart import g, request
 from quart_schema import QuartSchema, RequestSchemaValidationError
 from quart_schema.openapi import HttpSecurityScheme, Info
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
+from quart_trio.wrappers import TrioRequest
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from kcore.admin.api.resources import resources
 from kcore.admin.auth import TokenFile
 from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
@@ -39,6 +42,7 @@ OPENAPI_PATH = "/v1/openapi.json"
 # the page asks for the token and sends it with every API call it makes.
 PUBLIC_PATHS = ("/health/", "/ui/")
 PUBLIC_EXACT = ("/",)
+BODY_DRAIN_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -53,8 +57,26 @@ def _error(status: int, error: str, message: str):
     return {"error": error, "message": message}, status
 
 
+class AdminRequest(TrioRequest):
+    async def get_json(self, force: bool = False, silent: bool = False, cache: bool = True):
+        try:
+            return await super().get_json(force=force, silent=silent, cache=cache)
+        except RecursionError:  # [[[[...]]]]: the parser's stack, not a ValueError
+            raise AdminError(400, "INVALID_JSON", "the request body nests too deeply") from None
+        except UnicodeDecodeError as e:  # decoded before Quart's parser sees it
+            raise AdminError(400, "INVALID_JSON", f"the request body is not UTF-8: {e}") from None
+
+    def on_json_loading_failed(self, error: Exception) -> Any:
+        # Quart's own says only "Bad Request" (the parser's reason is for debug mode): the
+        # caller is told where its JSON breaks.
+        raise AdminError(400, "INVALID_JSON", f"the request body is not valid JSON: {error}")
+
+
 def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int) -> QuartTrio:
     app = QuartTrio("kcore.admin")
+    app.request_class = AdminRequest
+    # "/v1/topics//configs" (an empty name) is a 404 in JSON, not an HTML redirect elsewhere.
+    app.url_map.merge_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     app.config["JSON_SORT_KEYS"] = False
     app.extensions["kcore"] = AdminState(broker, tokens)
@@ -74,12 +96,6 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
 
     @app.before_request
     async def authenticate():
-        # The body is read before any answer, even a refusal (401, and the router's 404/405):
-        # Hypercorn closes a keep-alive connection answered before its request's body was
-        # read, but without a FIN the client sees, so its next request on that connection hangs
-        # (a dashboard's retry after the token prompt did). Bounded by admin.max.request.bytes.
-        if request.content_length or "chunked" in request.headers.get("Transfer-Encoding", ""):
-            await request.get_data()
         if tokens is None:
             return None
         path = request.path
@@ -93,6 +109,23 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
             return body, status, {"WWW-Authenticate": 'Bearer realm="kcore"'}
         g.principal = principal
         return None
+
+    @app.after_request
+    async def finish_reading_the_body(response):
+        # Hypercorn starts the next request of a keep-alive connection only once this one's
+        # body is all in: a response sent before (a 401, a route that reads no body) would
+        # leave the connection stuck. The rest is read and dropped, bounded by
+        # admin.max.request.bytes and Hypercorn's read timeout; past the limit, or should the
+        # body not come, the connection is closed after the response.
+        try:
+            with trio.move_on_after(BODY_DRAIN_TIMEOUT_S) as scope:
+                async for _ in request.body:
+                    pass
+            if scope.cancelled_caught:
+                response.headers["Connection"] = "close"
+        except RequestEntityTooLarge:
+            response.headers["Connection"] = "close"
+        return response
 
     @app.errorhandler(AdminError)
     async def admin_error(e: AdminError):
@@ -129,4 +162,4 @@ def _validation_message(error: Any) -> str:
 
 def _api_blueprints() -> list[Any]:
     """The /v1 API, /metrics and the dashboard, each a blueprint of its own module."""
-    return [dashboard, metrics, mirrors]
+    return [dashboard, metrics, mirrors, resources]

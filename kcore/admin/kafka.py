@@ -13,13 +13,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from kcore.protocol.api import APIS_BY_NAME, RequestHeader
+from kcore.protocol.api import APIS_BY_NAME, RequestHeader, decode_response
 from kcore.protocol.errors import ErrorCode, KafkaError, error_info
 from kcore.server.network import RequestContext
-from kcore.server.registry import BROKER
+from kcore.server.registry import BROKER, EncodedResponse
 
 ADMIN_CLIENT_ID = "kcore-admin-http"
-ADMIN_LISTENER_NAME = "ADMIN_HTTP"
+ADMIN_LISTENER_NAME = "ADMIN_HTTP"  # on a node without a client listener
 _correlation_ids = itertools.count(1)
 
 # Kafka errors that say "it is not there" or "it is already there", by name: the HTTP status
@@ -45,9 +45,29 @@ _CONFLICT = frozenset(
 )
 
 
+def client_listener_name(broker: Any) -> str:
+    """The listener an admin request is answered as coming in on: the node's first client
+    listener. Handlers list brokers by their endpoint on the request's listener (Metadata,
+    DescribeCluster), so the admin API shows the addresses Kafka clients use."""
+    controllers = set(broker.config.controller_listener_names)
+    for listener in broker.config.listeners:
+        if listener.name not in controllers:
+            return listener.name
+    return ADMIN_LISTENER_NAME
+
+
+# Retriable errors with a status of their own: waiting was the problem, or asking too often.
+_TIMED_OUT = frozenset({ErrorCode.REQUEST_TIMED_OUT})
+_TOO_MANY = frozenset({ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+
+
 def http_status(code: int) -> int:
     """The HTTP status for a Kafka error code (never called with 0)."""
     name, retriable, _ = error_info(code)
+    if code in _TIMED_OUT:
+        return 504  # the controller did not answer in time: the change may still happen
+    if code in _TOO_MANY:
+        return 429
     if code in _NOT_FOUND:
         return 404
     if code in _CONFLICT:
@@ -113,7 +133,7 @@ async def call(broker: Any, principal: str, client_host: str, body: Any) -> Any:
         version=version,
         correlation_id=correlation_id,
         client_id=ADMIN_CLIENT_ID,
-        listener_name=ADMIN_LISTENER_NAME,
+        listener_name=client_listener_name(broker),
         listener_type=BROKER,
         client_host=client_host,
         connection_id=0,
@@ -121,6 +141,9 @@ async def call(broker: Any, principal: str, client_host: str, body: Any) -> Any:
         principal=principal,
     )
     try:
-        return await spec.handler(ctx, body)
+        response = await spec.handler(ctx, body)
     except KafkaError as e:
         raise AdminError.from_kafka(e.code, e.message) from None
+    if isinstance(response, EncodedResponse):  # a cached answer (Metadata, ApiVersions)
+        _, response = decode_response(api.key, version, memoryview(response.frame)[4:])
+    return response

@@ -17,6 +17,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 EARLIEST_PENDING_UPLOAD = -6
+CONSUMER_REPLICA_ID = -1  # anything else (a follower, -2: the debugging id) sees up to the LEO
 
 
 def _batch_at(plog: PartitionLog, offset: int) -> RecordBatch | None:
@@ -60,11 +61,13 @@ def fetch_offset_for_timestamp(
     partition, timestamp: int, isolation_level: int, replica_id: int
 ) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one ListOffsets query on a partition this node
-    leads (Kafka's ``Partition.fetchOffsetForTimestamp``): a follower (``replica_id >= 0``) sees
-    up to the log end offset, a read_committed consumer up to the LSO, others up to the high
-    watermark. Raises KafkaError INVALID_REQUEST for an unknown special timestamp."""
+    leads (Kafka's ``Partition.fetchOffsetForTimestamp``): a consumer (``replica_id`` -1) reading
+    committed sees up to the LSO, one reading uncommitted up to the high watermark; any other
+    replica id -- a follower, or Kafka's debugging id -2 (kcore's admin API asks so for the log
+    end offset) -- up to the log end offset. Raises KafkaError INVALID_REQUEST for an unknown
+    special timestamp."""
     plog = partition.log
-    if replica_id >= 0:
+    if replica_id != CONSUMER_REPLICA_ID:
         upper = plog.log_end_offset
     elif isolation_level == 1:
         upper = plog.last_stable_offset
