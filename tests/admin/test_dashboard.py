@@ -98,15 +98,23 @@ def test_the_dashboard_shows_follows_and_stops_a_mirror(clusters, tmp_path):
             _shows(driver, "dr-east", "MIRRORING", 5)
             source_text = driver.find_element(By.CSS_SELECTOR, '[data-mirror="dr-east"]').text
             assert source.bootstrap_servers in source_text
-            # The cluster panel shows what /v1/cluster and /v1/brokers answer, or says
-            # "unavailable" where this node does not serve them.
+            # The cluster panel shows what /v1/cluster and /v1/topics answer.
+            cluster = http.get("/v1/cluster").json()
+            topics = [t for t in http.get("/v1/topics").json()["topics"] if not t["internal"]]
+            expected = {
+                "cluster_id": cluster["cluster_id"],
+                "brokers": str(cluster["broker_count"]),
+                "controller": str(cluster["active_controller_id"]),
+                "topics": str(len(topics)),
+            }
             wait(
                 driver,
-                lambda d: all(
-                    v.text not in ("", "…")
+                lambda d: {
+                    v.get_attribute("data-field"): v.text
                     for v in d.find_elements(By.CSS_SELECTOR, "#cluster [data-field]")
-                ),
-                "the cluster panel filled in",
+                }
+                == expected,
+                "the cluster panel filled in from /v1/cluster and /v1/topics",
             )
 
             # A change made elsewhere shows on the page at its next poll.

@@ -215,17 +215,15 @@ async function optional(path) {
 }
 
 async function renderCluster() {
-  const [cluster, brokers] = await Promise.all([optional("/v1/cluster"), optional("/v1/brokers")]);
-  const brokerList = Array.isArray(brokers) ? brokers : pick(brokers, "brokers");
-  let topics = pick(cluster, "topic_count", "topics");
-  if (Array.isArray(topics)) topics = topics.length;
-  let controller = pick(cluster, "controller_id", "controller");
-  if (controller && typeof controller === "object") controller = pick(controller, "node_id", "id");
+  // /v1/cluster and /v1/topics (kcore/admin/api): the controller shown is the metadata
+  // quorum's leader (null when the caller may not describe the cluster).
+  const [cluster, topicList] = await Promise.all([optional("/v1/cluster"), optional("/v1/topics")]);
+  const topics = pick(topicList, "topics");
   const values = {
-    cluster_id: pick(cluster, "cluster_id", "id"),
-    brokers: Array.isArray(brokerList) ? brokerList.length : pick(cluster, "broker_count"),
-    controller,
-    topics,
+    cluster_id: pick(cluster, "cluster_id"),
+    brokers: pick(cluster, "broker_count"),
+    controller: pick(cluster, "active_controller_id"),
+    topics: Array.isArray(topics) ? topics.filter((t) => !t.internal).length : undefined,
   };
   for (const node of document.querySelectorAll("#cluster [data-field]")) {
     const value = values[node.dataset.field];
