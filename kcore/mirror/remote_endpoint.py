@@ -32,16 +32,16 @@ from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
 from kcore.replica.fetch_wire import (
+    ListOffsetsMixin,
     fetch_request,
     fetch_responses,
     list_offsets_request,
-    list_offsets_result,
+    listed_offset,
 )
 
 __all__ = ["RemoteLeaderEndpoint", "mirror_client_id"]
 
 FETCH_KEY = 1
-EARLIEST, LATEST = -2, -1
 READ_COMMITTED = 1
 
 
@@ -50,7 +50,7 @@ def mirror_client_id(broker_id: int, fetcher_number: int, mirror: str) -> str:
     return f"broker-{broker_id}-fetcher-{fetcher_number}-mirror-{mirror}"
 
 
-class RemoteLeaderEndpoint:
+class RemoteLeaderEndpoint(ListOffsetsMixin):
     """One source broker as a fetcher's leader (see the module docstring)."""
 
     def __init__(
@@ -103,19 +103,7 @@ class RemoteLeaderEndpoint:
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
         body = list_offsets_request(tp, leader_epoch, timestamp)
         response = await self.client.request(self.broker_id, body)
-        code, offset = list_offsets_result(response, tp)
-        if code == -1:
-            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {tp}")
-        if code:
-            raise KafkaError(code, f"ListOffsets of {tp[0]}-{tp[1]}")
-        return offset
-
-    async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        return await self._list_offset(tp, leader_epoch, EARLIEST)
-
-    async def latest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        """The source's high watermark (a consumer's "latest")."""
-        return await self._list_offset(tp, leader_epoch, LATEST)
+        return listed_offset(response, tp, f"source broker {self.broker_id}")
 
     async def epoch_end_offsets(
         self, partitions: Mapping[TopicPartition, int]

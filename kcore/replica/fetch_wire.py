@@ -14,16 +14,18 @@ from __future__ import annotations
 import uuid
 
 from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
 
 __all__ = [
+    "ListOffsetsMixin",
     "LAST_FETCHED_EPOCH_VERSION",
     "REPLICA_STATE_VERSION",
     "TOPIC_ID_VERSION",
     "fetch_request",
     "fetch_responses",
     "list_offsets_request",
-    "list_offsets_result",
+    "listed_offset",
     "offsets_for_leader_epoch_request",
 ]
 
@@ -31,6 +33,7 @@ FETCH_KEY = 1
 LAST_FETCHED_EPOCH_VERSION = 12  # KIP-595
 TOPIC_ID_VERSION = 13  # KIP-516
 REPLICA_STATE_VERSION = 15  # KIP-903: ReplicaState (id and broker epoch)
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 
 def fetch_request(
@@ -143,13 +146,31 @@ def list_offsets_request(
     )
 
 
-def list_offsets_result(response: m.ListOffsetsResponse, tp: TopicPartition) -> tuple[int, int]:
-    """``(error code, offset)`` of ``tp`` in a ListOffsets answer (``(-1, -1)``: absent)."""
+def listed_offset(response: m.ListOffsetsResponse, tp: TopicPartition, where: str) -> int:
+    """The offset of ``tp`` in a ListOffsets answer; raises KafkaError for its error, or
+    UNKNOWN_SERVER_ERROR when the answer leaves it out (``where`` names the leader)."""
     for t in response.topics:
         for p in t.partitions:
             if t.name == tp[0] and p.partition_index == tp[1]:
-                return p.error_code, p.offset
-    return -1, -1
+                if p.error_code:
+                    raise KafkaError(p.error_code, f"ListOffsets of {tp[0]}-{tp[1]} on {where}")
+                return p.offset
+    raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {tp} from {where}")
+
+
+class ListOffsetsMixin:
+    """``earliest_offset`` / ``latest_offset`` of a leader endpoint over its
+    ``_list_offset(tp, leader epoch, timestamp)`` (ListOffsets -2 / -1: a replica's latest is
+    the leader's log end offset, a consumer's its high watermark)."""
+
+    async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        raise NotImplementedError
+
+    async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
+        return await self._list_offset(tp, leader_epoch, EARLIEST)
+
+    async def latest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
+        return await self._list_offset(tp, leader_epoch, LATEST)
 
 
 def offsets_for_leader_epoch_request(

@@ -40,10 +40,11 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetcherConfig, FetchPlan, PartitionResponse, TopicPartition
 from kcore.replica.fetch_wire import (
     FETCH_KEY,
+    ListOffsetsMixin,
     fetch_request,
     fetch_responses,
     list_offsets_request,
-    list_offsets_result,
+    listed_offset,
     offsets_for_leader_epoch_request,
 )
 from kcore.replica.fetcher import FetcherManager
@@ -55,7 +56,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FollowerLeaderEndpoint", "IsrChanges", "ReplicaFetchers", "replica_fetcher_config"]
 
-EARLIEST, LATEST = -2, -1
 ALTER_PARTITION_VERSION = 3
 RETRY_BACKOFF_S = 0.1
 
@@ -74,7 +74,7 @@ def replica_fetcher_config(config) -> FetcherConfig:
     )
 
 
-class FollowerLeaderEndpoint:
+class FollowerLeaderEndpoint(ListOffsetsMixin):
     """One broker of this cluster as a replica fetcher's leader (see the module docstring)."""
 
     supports_last_fetched_epoch = True
@@ -127,20 +127,7 @@ class FollowerLeaderEndpoint:
 
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
         body = list_offsets_request(tp, leader_epoch, timestamp, replica_id=self.broker.node_id)
-        code, offset = list_offsets_result(await self._request(body), tp)
-        if code:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_SERVER_ERROR if code == -1 else code,
-                f"ListOffsets of {tp[0]}-{tp[1]} on broker {self.leader_id}",
-            )
-        return offset
-
-    async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        return await self._list_offset(tp, leader_epoch, EARLIEST)
-
-    async def latest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        """The leader's log end offset (a replica's "latest")."""
-        return await self._list_offset(tp, leader_epoch, LATEST)
+        return listed_offset(await self._request(body), tp, f"broker {self.leader_id}")
 
     async def epoch_end_offsets(
         self, partitions: Mapping[TopicPartition, int]
