@@ -67,8 +67,8 @@ def refetch_if_cut(partition: Partition, output: AppendRecords, who: str) -> App
     if output.fetch_offset <= end:
         return None
     log.warning(
-        "%s: %s was fetched from %d but the log ends at %d: fetching again from the log end "
-        "offset", who, partition.name, output.fetch_offset, end,
+        "%s: %s-%d was fetched from %d but the log ends at %d: fetching again from the log "
+        "end offset", who, *output.tp, output.fetch_offset, end,
     )  # fmt: skip
     return AppendResult(end, partition.latest_epoch, refetch=True)
 
