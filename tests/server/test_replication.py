@@ -336,3 +336,82 @@ def test_replication_factor_above_one_stays_refused_without_the_setting():
         refused = _name("refused")
         with pytest.raises(KafkaCoreError, match="replication is not available yet"):
             c.create_topic(refused, partitions=1, replication_factor=2)
+
+
+def _txn_state(cluster, tp):
+    """node id -> (producer state entries, aborted transactions up to the LSO) of ``tp``."""
+
+    async def read():
+        out = {}
+        for node in cluster.brokers:
+            plog = node.replica_manager.partitions[tp].log
+            info = plog.read(plog.log_start_offset, 1 << 24, FetchIsolation.TXN_COMMITTED)
+            aborted = [(t.producer_id, t.first_offset) for t in info.aborted_transactions or ()]
+            out[node.node_id] = (dict(plog.producer_state.producers), aborted, plog.high_watermark)
+        return out
+
+    return cluster._call(read)
+
+
+def test_followers_keep_producer_state_and_aborted_transactions_and_serve_them_as_leader(
+    cluster,
+):
+    topic = _name("txn")
+    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    for p in range(3):
+        wait_until(lambda p=p: len(isr_of(cluster, (topic, p))) == 3, "full ISR")
+    tid = _name("tid")
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": tid, "linger.ms": 0}
+    )
+    producer.init_transactions(60)
+    coordinator = cluster._call(cluster.broker.internal_topics.coordinator, 1, tid)
+    # A partition whose leader is neither the controller (node 1) nor the transaction
+    # coordinator (its __transaction_state has one replica): that leader may stop.
+    p = next(p for p in range(3) if leader_id(cluster, (topic, p)) not in (1, coordinator))
+    tp = (topic, p)
+    committed = []
+    for i in range(6):
+        producer.begin_transaction()
+        values = [f"t{i}-{j}".encode() for j in range(20)]
+        for v in values:
+            producer.produce(topic, value=v, partition=p)
+        if i % 2 == 0:
+            producer.commit_transaction(60)
+            committed += values
+        else:
+            producer.flush(60)  # in the log before the abort (else they are never sent)
+            producer.abort_transaction(60)
+    # EndTxn answers before the markers are written: wait for the last one (LSO = HW = LEO).
+    wait_until(lambda: cluster.leader_partition(tp).last_stable_offset == 6 * 21, "markers")
+    leo = 6 * 21
+    wait_until(lambda: replicas_identical(cluster, tp), "identical replicas, markers included")
+    wait_until(lambda: all(s[2] == leo for s in _txn_state(cluster, tp).values()), "HW")
+    states = _txn_state(cluster, tp)
+    assert len(states[leader_id(cluster, tp)][1]) == 3  # the three aborted transactions
+    assert states[1] == states[2] == states[3]  # producer state and the transaction index
+
+    old = leader_id(cluster, tp)
+    cluster.stop_node(old, graceful=False)
+    wait_until(lambda: leader_id(cluster, tp) not in (-1, old), "a new leader")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": _name("g"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([CTopicPartition(topic, p, 0)])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    assert got == committed
+    # The same producer goes on with the new leader (its sequence numbers are known there).
+    producer.begin_transaction()
+    producer.produce(topic, value=b"after", partition=p)
+    producer.commit_transaction(60)
