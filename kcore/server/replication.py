@@ -259,6 +259,7 @@ class IsrChanges:
             await trio.sleep(RETRY_BACKOFF_S)
             return
         by_key = {(p.topic_id, p.index): (p, c) for p, c in batch.values()}
+        refused = False
         for t in response.topics:
             for pd in t.partitions:
                 entry = by_key.get((t.topic_id, pd.partition_index))
@@ -266,6 +267,7 @@ class IsrChanges:
                     continue
                 partition, change = entry
                 if pd.error_code:
+                    refused = True
                     log.info(
                         "AlterPartition of %s to ISR %s refused: %s", partition.name,
                         list(change.new_isr), ErrorCode(pd.error_code).name,
@@ -279,6 +281,10 @@ class IsrChanges:
                         list(pd.isr), pd.partition_epoch,
                     )  # fmt: skip
                     self.broker.purgatory.notify(partition.topic_partition)
+        if refused:
+            # A refused change is proposed again by the next fetch or check: not at once (a
+            # fenced follower that keeps fetching would otherwise be re-proposed per fetch).
+            await trio.sleep(RETRY_BACKOFF_S)
 
     def _fail_all(self, batch) -> None:
         for partition, change in batch.values():

@@ -12,7 +12,6 @@ same log.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -22,35 +21,15 @@ from confluent_kafka.admin import AdminClient
 from kcore.log.log_reads import FetchIsolation
 from kcore.protocol.errors import KafkaError as KafkaCoreError
 from kcore.testing import EmbeddedCluster
+from tests.server.replicated import REPLICATED_CONFIG, registration, unique, wait_until
 
 pytestmark = pytest.mark.timeout(240)
-
-CONFIG = {
-    "kcore.replication.enable": "true",
-    "min.insync.replicas": "2",
-    "replica.lag.time.max.ms": "2000",
-    "broker.session.timeout.ms": "3000",
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.num.partitions": "3",
-}
 
 
 @pytest.fixture
 def cluster():
-    with EmbeddedCluster(brokers=3, config=CONFIG) as c:
+    with EmbeddedCluster(brokers=3, config=REPLICATED_CONFIG) as c:
         yield c
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def log_bytes(cluster, tp) -> dict[int, tuple[int, int, bytes]]:
@@ -92,13 +71,11 @@ def replicas_identical(cluster, tp, nodes=(1, 2, 3)) -> bool:
 
 
 def isr_of(cluster, tp) -> tuple[int, ...]:
-    topic = cluster.broker.metadata_image.topics.by_name[tp[0]]
-    return tuple(sorted(topic.partitions[tp[1]].isr))
+    return tuple(sorted(registration(cluster, tp).isr))
 
 
 def leader_id(cluster, tp) -> int:
-    topic = cluster.broker.metadata_image.topics.by_name[tp[0]]
-    return topic.partitions[tp[1]].leader
+    return registration(cluster, tp).leader
 
 
 class Acks:
@@ -121,7 +98,7 @@ def read_all(cluster, topic: str, partitions: int) -> dict[tuple[int, int], byte
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": _name("g"),
+            "group.id": unique("g"),
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
         }
@@ -149,7 +126,7 @@ def read_all(cluster, topic: str, partitions: int) -> dict[tuple[int, int], byte
 
 
 def test_acks_all_records_are_on_every_replica_identically(cluster):
-    topic = _name("repl")
+    topic = unique("repl")
     cluster.create_topic(topic, partitions=3, replication_factor=3)
     wait_until(lambda: all(len(isr_of(cluster, (topic, p))) == 3 for p in range(3)), "ISR")
     acks = Acks()
@@ -225,7 +202,7 @@ def _produce_one(producer: Producer, topic: str, value: bytes):
 
 
 def test_a_stalled_follower_leaves_the_isr_and_acks_all_is_refused_below_min_isr(cluster):
-    topic = _name("isr")
+    topic = unique("isr")
     tp = (topic, 0)
     cluster.create_topic(topic, partitions=1, replication_factor=3)
     wait_until(lambda: isr_of(cluster, tp) == (1, 2, 3), "full ISR")
@@ -267,7 +244,7 @@ def test_a_stalled_follower_leaves_the_isr_and_acks_all_is_refused_below_min_isr
 def test_acks_all_waiting_when_the_isr_shrinks_below_min_isr_gets_not_enough_after_append(
     cluster,
 ):
-    topic = _name("after")
+    topic = unique("after")
     tp = (topic, 0)
     cluster.create_topic(topic, partitions=1, replication_factor=3)
     wait_until(lambda: isr_of(cluster, tp) == (1, 2, 3), "full ISR")
@@ -284,7 +261,7 @@ def test_acks_all_waiting_when_the_isr_shrinks_below_min_isr_gets_not_enough_aft
 
 @pytest.mark.parametrize("graceful", [False, True], ids=["killed", "controlled-shutdown"])
 def test_a_new_leader_from_the_isr_takes_over_and_nothing_acknowledged_is_lost(cluster, graceful):
-    topic = _name("failover")
+    topic = unique("failover")
     cluster.create_topic(topic, partitions=3, replication_factor=3)
     for p in range(3):
         wait_until(lambda p=p: len(isr_of(cluster, (topic, p))) == 3, "full ISR")
@@ -333,7 +310,7 @@ def test_a_new_leader_from_the_isr_takes_over_and_nothing_acknowledged_is_lost(c
 
 def test_replication_factor_above_one_stays_refused_without_the_setting():
     with EmbeddedCluster(brokers=2) as c:
-        refused = _name("refused")
+        refused = unique("refused")
         with pytest.raises(KafkaCoreError, match="replication is not available yet"):
             c.create_topic(refused, partitions=1, replication_factor=2)
 
@@ -356,11 +333,11 @@ def _txn_state(cluster, tp):
 def test_followers_keep_producer_state_and_aborted_transactions_and_serve_them_as_leader(
     cluster,
 ):
-    topic = _name("txn")
+    topic = unique("txn")
     cluster.create_topic(topic, partitions=3, replication_factor=3)
     for p in range(3):
         wait_until(lambda p=p: len(isr_of(cluster, (topic, p))) == 3, "full ISR")
-    tid = _name("tid")
+    tid = unique("tid")
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": tid, "linger.ms": 0}
     )
@@ -397,7 +374,7 @@ def test_followers_keep_producer_state_and_aborted_transactions_and_serve_them_a
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap_servers,
-            "group.id": _name("g"),
+            "group.id": unique("g"),
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
         }

@@ -19,29 +19,13 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcore.testing.processes import ProcessCluster
+from tests.server.replicated import REPLICATED_CONFIG, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
 ROUNDS = 3
-CONFIG = {
-    "kcore.replication.enable": "true",
-    "min.insync.replicas": "2",
-    "replica.lag.time.max.ms": "3000",
-    "broker.session.timeout.ms": "3000",
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.num.partitions": "3",
-}
-
-
-def wait_until(predicate, what: str, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+# Processes start slower than threads: a longer lag before a restarted follower is dropped.
+CONFIG = {**REPLICATED_CONFIG, "replica.lag.time.max.ms": "3000"}
 
 
 def partition_meta(admin: AdminClient, topic: str):
