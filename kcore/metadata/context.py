@@ -37,11 +37,13 @@ T = TypeVar("T")
 # in one batch (BoundedList); a CreateTopics for a billion partitions must not stall the quorum.
 MAX_RECORDS_PER_USER_OP = 10_000
 
-# kcore cannot replicate yet (issue #17): no follower fetches, so a second replica would be
-# reported in sync while it never is, and acks=all would wait forever. Every operation that
-# would give a partition more replicas answers INVALID_REPLICATION_FACTOR, and the internal
-# topics are created with at most this many. #17 lifts it.
+# kcore replicates only in part yet (issue #17): follower fetchers, the ISR and acks=all are
+# there (kcore/server/replication.py), internal topics, reassignment and the mirror on a
+# replicated destination are not. Unless kcore.replication.enable is set, every operation that
+# would give a partition more replicas answers INVALID_REPLICATION_FACTOR; the internal topics
+# are created with at most this many either way. #17 lifts it.
 REPLICATION_FACTOR_LIMIT = 1
+REPLICATION_FACTOR_MAX = 32767  # Kafka's bound on a replication factor (an int16)
 
 # Uuid.METADATA_TOPIC_ID: reserved for __cluster_metadata, never given to a user topic.
 METADATA_TOPIC_ID = uuid.UUID(int=1)
@@ -117,6 +119,14 @@ class ControllerConfig:
             broker_heartbeat_interval_ms=_int(props, "broker.heartbeat.interval.ms", 2000),
             delete_topic_enable=_bool(props, "delete.topic.enable", True),
             static_config=dict(props),
+            # kcore.replication.enable (experimental, #17): follower replication is there, the
+            # rest of #17 (internal topics, reassignment, the mirror on a replicated
+            # destination) is not, so several replicas stay refused unless asked for.
+            max_replication_factor=(
+                REPLICATION_FACTOR_MAX
+                if _bool(props, "kcore.replication.enable", False)
+                else REPLICATION_FACTOR_LIMIT
+            ),
         )
         if cfg.default_replication_factor < 1 or cfg.default_replication_factor > 32767:
             raise ValueError("default.replication.factor must be between 1 and 32767")

@@ -79,6 +79,14 @@ def _check_reassignment(
             f"Reassigning {name}-{index} from replicas {current} to {target} takes {during} "
             "replicas while the new ones copy the log",
         )
+        # With kcore.replication.enable: followers replicate, but nothing moves replicas yet
+        # (no catch-up before the switch, no record written): refused rather than answered
+        # as done.
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Reassigning {name}-{index} from replicas {current} to {target} is not available "
+            "yet: kcore does not move replicas (issue #17)",
+        )
 
 
 def list_partition_reassignments(

@@ -72,6 +72,11 @@ from kcore.replica.fetcher import (
     LeaderEndpoint,
     OutOfRangeAction,
 )
+from kcore.replica.follower import (
+    refetch_if_cut,
+    restart_inside_first_batch,
+    truncate_to_divergence,
+)
 from kcore.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -148,25 +153,15 @@ class MirrorPartitionHandler:
         partition = self.replicas.partition_or_error(*tp)
         now = self.now_ms()
         offsets = self.source.setdefault(tp, SourceOffsets())
+        refetch = refetch_if_cut(partition, output, f"mirror {self.mirror}")
+        if refetch is not None:
+            # The offsets in between were never fetched (a source's own gaps, after compaction,
+            # are kept because the fetch is then made from the log end offset).
+            return refetch
         fetch_offset = partition.log_end_offset
-        if output.fetch_offset > fetch_offset:
-            # Fetched from above the log end offset: the log was cut under the fetcher. The
-            # offsets in between were never fetched, so appending would leave a hole where the
-            # source has records (a source's own gaps, after compaction, are kept because the
-            # fetch is then made from the log end offset): fetch again from there.
-            log.warning(
-                "mirror %s: %s-%d was fetched from %d but the log ends at %d: fetching again "
-                "from the log end offset", self.mirror, *tp, output.fetch_offset, fetch_offset,
-            )  # fmt: skip
-            return AppendResult(fetch_offset, partition.latest_epoch, refetch=True)
         prepared = prepare_mirrored_batches(output.records, fetch_offset, partition.leader_epoch)
         if prepared.batches:
-            first = prepared.batches[0].base_offset
-            if first < fetch_offset and partition.log_end_offset == partition.log_start_offset:
-                # An empty log restarted inside a batch (the source's log start offset is
-                # inside it, after DeleteRecords): start where the batch does, as Kafka's
-                # follower does on an UnexpectedAppendOffsetException.
-                partition.truncate_fully_and_start_at(first, now)
+            restart_inside_first_batch(partition, prepared.batches[0].base_offset, now)
             self.replicas.append_as_follower(
                 tp, prepared.batches, now_ms=now, origin=AppendOrigin.MIRROR,
                 headers=prepared.headers,
@@ -187,18 +182,12 @@ class MirrorPartitionHandler:
         """Truncate to the end of the source's ``epoch`` (or of the destination's own, if its
         history has that epoch end earlier): Kafka's follower rule with truncation on fetch."""
         partition = self.replicas.partition_or_error(*output.tp)
-        local_epoch, local_end = partition.end_offset_for_epoch(output.epoch)
-        target = output.end_offset if local_epoch == output.epoch else local_end
-        target = max(min(target, output.end_offset, partition.log_end_offset), 0)
-        if target < partition.log_start_offset:
-            partition.truncate_fully_and_start_at(target, self.now_ms())
-        else:
-            partition.truncate_to(target)
+        result = truncate_to_divergence(partition, output, self.now_ms())
         log.info(
             "mirror %s: %s-%d diverged from the source at epoch %d: truncated to %d",
             self.mirror, *output.tp, output.epoch, partition.log_end_offset,
         )  # fmt: skip
-        return partition.log_end_offset, partition.latest_epoch
+        return result
 
     async def resolve_out_of_range(
         self, tp: TopicPartition, fetch_offset: int, endpoint: LeaderEndpoint, leader_epoch: int

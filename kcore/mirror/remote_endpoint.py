@@ -23,23 +23,25 @@ endpoint-neutral ``PartitionResponse``; the records stay memoryviews into the re
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 
 import trio
 
 from kcore.client.cluster import KafkaClient
 from kcore.mirror.throttle import MirrorThrottle
-from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
+from kcore.replica.fetch_wire import (
+    ListOffsetsMixin,
+    fetch_request,
+    fetch_responses,
+    list_offsets_request,
+    listed_offset,
+)
 
 __all__ = ["RemoteLeaderEndpoint", "mirror_client_id"]
 
 FETCH_KEY = 1
-LAST_FETCHED_EPOCH_VERSION = 12  # KIP-595
-TOPIC_ID_VERSION = 13  # KIP-516
-EARLIEST, LATEST = -2, -1
 READ_COMMITTED = 1
 
 
@@ -48,7 +50,7 @@ def mirror_client_id(broker_id: int, fetcher_number: int, mirror: str) -> str:
     return f"broker-{broker_id}-fetcher-{fetcher_number}-mirror-{mirror}"
 
 
-class RemoteLeaderEndpoint:
+class RemoteLeaderEndpoint(ListOffsetsMixin):
     """One source broker as a fetcher's leader (see the module docstring)."""
 
     def __init__(
@@ -80,38 +82,12 @@ class RemoteLeaderEndpoint:
         conn = await self.client.connection(self.broker_id)
         version = conn.version_for(FETCH_KEY)
         self.fetch_version = version
-        by_id = version >= TOPIC_ID_VERSION
-        with_epoch = version >= LAST_FETCHED_EPOCH_VERSION
-        F = m.FetchRequest
-        topics: dict[str, list] = {}
-        ids: dict[str, uuid.UUID] = {}
-        names: dict[uuid.UUID, str] = {}
-        for p in plan.partitions:
-            topics.setdefault(p.topic, []).append(
-                F.FetchPartition(
-                    partition=p.partition,
-                    current_leader_epoch=p.current_leader_epoch,
-                    fetch_offset=p.fetch_offset,
-                    last_fetched_epoch=p.last_fetched_epoch if with_epoch else -1,
-                    partition_max_bytes=min(
-                        p.partition_max_bytes, partition_max_bytes or p.partition_max_bytes
-                    ),
-                )
-            )
-            ids[p.topic] = p.topic_id
-            names[p.topic_id] = p.topic
-        body = F(
+        body, names = fetch_request(
+            plan,
+            version,
             replica_id=-1,  # a consumer fetch (M-26), bounded by the LSO (D-19)
-            max_wait_ms=plan.max_wait_ms,
-            min_bytes=plan.min_bytes,
             max_bytes=max_bytes,
-            isolation_level=plan.isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                F.FetchTopic(topic=name, topic_id=ids[name], partitions=parts)
-                for name, parts in topics.items()
-            ],
+            partition_max_bytes=partition_max_bytes,
             rack_id=self.rack_id,
         )
         # The long poll may take max_wait_ms: the request timeout must outlast it.
@@ -122,66 +98,12 @@ class RemoteLeaderEndpoint:
         if throttle is not None:
             received = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
             throttle.record(received, trio.current_time())
-        out: dict[TopicPartition, PartitionResponse] = {}
-        for t in response.responses:
-            name = names.get(t.topic_id) if by_id else t.topic
-            if name is None:
-                continue
-            for p in t.partitions:
-                diverging = p.diverging_epoch if with_epoch else None
-                leader = p.current_leader if with_epoch else None
-                out[(name, p.partition_index)] = PartitionResponse(
-                    error_code=p.error_code,
-                    high_watermark=p.high_watermark,
-                    last_stable_offset=p.last_stable_offset,
-                    log_start_offset=p.log_start_offset,
-                    records=p.records if p.records is not None else b"",
-                    diverging_epoch=(
-                        (diverging.epoch, diverging.end_offset)
-                        if diverging is not None and diverging.epoch >= 0
-                        else None
-                    ),
-                    current_leader=(
-                        (leader.leader_id, leader.leader_epoch)
-                        if leader is not None and leader.leader_id >= 0
-                        else None
-                    ),
-                )
-        return out
+        return fetch_responses(response, version, names)
 
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
-        L = m.ListOffsetsRequest
-        body = L(
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                L.ListOffsetsTopic(
-                    name=tp[0],
-                    partitions=[
-                        L.ListOffsetsPartition(
-                            partition_index=tp[1],
-                            current_leader_epoch=leader_epoch,
-                            timestamp=timestamp,
-                        )
-                    ],
-                )
-            ],
-        )
+        body = list_offsets_request(tp, leader_epoch, timestamp)
         response = await self.client.request(self.broker_id, body)
-        for t in response.topics:
-            for p in t.partitions:
-                if p.partition_index == tp[1]:
-                    if p.error_code:
-                        raise KafkaError(p.error_code, f"ListOffsets of {tp[0]}-{tp[1]}")
-                    return p.offset
-        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {tp}")
-
-    async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        return await self._list_offset(tp, leader_epoch, EARLIEST)
-
-    async def latest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
-        """The source's high watermark (a consumer's "latest")."""
-        return await self._list_offset(tp, leader_epoch, LATEST)
+        return listed_offset(response, tp, f"source broker {self.broker_id}")
 
     async def epoch_end_offsets(
         self, partitions: Mapping[TopicPartition, int]

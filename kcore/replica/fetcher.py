@@ -385,6 +385,11 @@ class FetcherManager:
                 fetcher.core.update_leader_epoch(tp, leader_epoch)
             fetcher.resume(tp)
 
+    def leader_of(self, tp: TopicPartition) -> int | None:
+        """The leader ``tp`` is fetched from (None: not fetched, or being relocated)."""
+        key = self._placement.get(tp)
+        return None if key is None else key[0]
+
     def fetch_state(self, tp: TopicPartition):
         key = self._placement.get(tp)
         return None if key is None else self.fetchers[key].core.partitions.get(tp)

@@ -11,8 +11,11 @@ Leader-side checks every request goes through (:meth:`Partition.check_leader_epo
   client's metadata is stale); a newer one gets UNKNOWN_LEADER_EPOCH (ours is stale);
 * a produce or consumer fetch to a follower gets NOT_LEADER_OR_FOLLOWER.
 
-High watermark: on a leader it is the smallest log end offset of the in-sync replicas; with
-this node as the only in-sync replica that is the local log end offset, set after every append.
+High watermark: on a leader it is the smallest log end offset of the in-sync replicas
+(:class:`~kcore.replica.isr.LeaderIsrState`, which also tracks each follower's fetches and
+proposes ISR changes); with this node as the only in-sync replica that is the local log end
+offset, set after every append. A follower takes its leader's HW, capped at its own log end
+offset (:meth:`Partition.update_follower_high_watermark`).
 
 Writes pass the partition's **write guard** first, given at construction: cluster mirroring's
 refuses local writes to read-only mirror topics (decision D-18) while letting the mirror's own
@@ -33,6 +36,7 @@ from kcore.log.log_reads import FetchDataInfo, FetchIsolation
 from kcore.log.partition_log import FollowerHeader, LogAppendInfo, PartitionLog
 from kcore.log.producer_state import AppendOrigin, ProducerStateManager
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.isr import IsrChange, LeaderIsrState
 from kcore.replica.list_offsets import fetch_offset_for_timestamp
 
 NO_LEADER = -1
@@ -72,6 +76,8 @@ class FetchParams:
     last_fetched_epoch: int = -1
     replica_id: int = -1
     min_one_batch: bool = True
+    replica_epoch: int = -1  # the follower's broker epoch (ReplicaState, Fetch v15+)
+    now_ms: int = 0  # when the fetch is served (a follower's caught-up time)
 
 
 @dataclass(slots=True)
@@ -88,6 +94,8 @@ class LogReadResult:
     log_start_offset: int
     log_end_offset: int
     diverging_epoch: tuple[int, int] | None = None
+    # A follower's fetch that lets it back into the ISR: the change to send the controller.
+    isr_change: IsrChange | None = None
 
 
 @dataclass(slots=True)
@@ -99,14 +107,18 @@ class Partition:
     log: PartitionLog
     write_guard: WriteGuard = allow_all_writes
     state: PartitionState = field(default_factory=PartitionState)
-    # LEO of each follower as last reported by its fetches (the leader's view).
-    follower_end_offsets: dict[int, int] = field(default_factory=dict)
+    # While leading: the followers' fetch positions and the ISR (None on a follower).
+    isr_state: LeaderIsrState | None = None
     # The mirror that keeps this partition read-only whatever its config says (M-05), or None.
     read_only_hold: str | None = None
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.index}"
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return (self.topic, self.index)
 
     @property
     def is_leader(self) -> bool:
@@ -156,22 +168,43 @@ class Partition:
 
     # -- roles -----------------------------------------------------------------------------
 
-    def make_leader(self, state: PartitionState) -> bool:
+    def make_leader(self, state: PartitionState, now_ms: int = 0) -> bool:
         """This node leads at ``state.leader_epoch``; returns True when it just became leader
-        or its epoch changed (followers' positions are forgotten: they report again)."""
+        or its epoch changed (followers' positions are forgotten: they report again). The same
+        epoch with a new partition epoch commits the ISR the controller has."""
         changed = not self.is_leader or state.leader_epoch != self.state.leader_epoch
         self.state = state
-        if changed:
-            self.follower_end_offsets = {}
-            self.maybe_advance_high_watermark()
+        if changed or self.isr_state is None:
+            self.isr_state = LeaderIsrState(
+                self.node_id,
+                state.replicas,
+                state.isr or (self.node_id,),
+                leader_epoch=state.leader_epoch,
+                partition_epoch=state.partition_epoch,
+                epoch_start_offset=self.log.log_end_offset,
+                now_ms=now_ms,
+            )
+        else:
+            self.isr_state.update_replicas(state.replicas, now_ms)
+            self.isr_state.committed(state.isr or (self.node_id,), state.partition_epoch)
+        self.maybe_advance_high_watermark()
         return changed
 
     def make_follower(self, state: PartitionState) -> bool:
         """Another node leads; returns True when the leader or its epoch changed."""
         changed = state.leader != self.state.leader or state.leader_epoch != self.state.leader_epoch
         self.state = state
-        self.follower_end_offsets = {}
+        self.isr_state = None
         return changed
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR the leader counts for the HW and for acks=all (see ``kcore.replica.isr``)."""
+        return self.state.isr if self.isr_state is None else self.isr_state.maximal_isr
+
+    @property
+    def committed_isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.isr_state is None else self.isr_state.isr
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -214,10 +247,11 @@ class Partition:
     ) -> LogAppendInfo:
         self.check_leader_epoch(-1, require_leader=True)
         self.write_guard(self, origin)
-        if required_acks == -1 and len(self.state.isr) < min_insync_replicas:
+        isr = self.committed_isr
+        if required_acks == -1 and len(isr) < min_insync_replicas:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"{self.name} has {len(self.state.isr)} in-sync replicas, fewer than "
+                f"{self.name} has {len(isr)} in-sync replicas, fewer than "
                 f"min.insync.replicas ({min_insync_replicas})",
             )
         info = self.log.append_as_leader(
@@ -272,18 +306,41 @@ class Partition:
         return low
 
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = the smallest LEO among in-sync replicas (this node's own: its log's LEO)."""
+        """HW = the smallest LEO of the maximal ISR, never moving back (leader only)."""
         if not self.is_leader:
             return False
-        ends = [
-            self.log.log_end_offset if r == self.node_id else self.follower_end_offsets.get(r, -1)
-            for r in self.state.isr
-        ] or [self.log.log_end_offset]
-        new_hw = min(ends)
+        leo = self.log.log_end_offset
+        new_hw = leo if self.isr_state is None else self.isr_state.high_watermark(leo)
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower: the leader's HW, capped at the local log end offset (Kafka's follower
+        takes ``min(leader HW, LEO)``); returns whether it moved."""
+        if self.is_leader or leader_high_watermark < 0:
+            return False
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw == self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(hw)
+        return True
+
+    def maybe_shrink_isr(self, now_ms: int, lag_ms: int) -> IsrChange | None:
+        """The ISR without followers lagging more than ``lag_ms`` (leader only)."""
+        if self.isr_state is None or not self.is_leader:
+            return None
+        return self.isr_state.maybe_shrink(self.log.log_end_offset, now_ms, lag_ms)
+
+    def isr_committed(self, isr, leader_epoch: int, partition_epoch: int) -> bool:
+        """The controller accepted an ISR change (its AlterPartition answer); False when this
+        node no longer leads at that epoch (the answer is stale)."""
+        if self.isr_state is None or leader_epoch != self.state.leader_epoch:
+            return False
+        self.isr_state.committed(isr, partition_epoch)
+        self.maybe_advance_high_watermark()
+        return True
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -308,10 +365,32 @@ class Partition:
             params.isolation,
             min_one_batch=params.min_one_batch,
         )
+        change = None
         if params.replica_id >= 0:
-            self.follower_end_offsets[params.replica_id] = params.fetch_offset
-            self.maybe_advance_high_watermark()
-        return self._result(info, None)
+            change = self.follower_fetched(
+                params.replica_id, params.fetch_offset, params.now_ms, params.replica_epoch
+            )
+        result = self._result(info, None)
+        result.isr_change = change
+        return result
+
+    def follower_fetched(
+        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+    ) -> IsrChange | None:
+        """Record a follower's fetch position, move the HW, and return the ISR expansion it
+        allows (None: none). Raises NOT_LEADER_OR_FOLLOWER for a broker that is no replica."""
+        isr = self.isr_state
+        if isr is None or replica_id not in isr.followers:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {replica_id} is not a follower of {self.name} "
+                f"(replicas {list(self.state.replicas)})",
+            )
+        isr.follower_fetched(
+            replica_id, fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
+        )
+        self.maybe_advance_high_watermark()
+        return isr.maybe_expand(replica_id, self.log.high_watermark)
 
     def _result(self, info: FetchDataInfo, diverging: tuple[int, int] | None) -> LogReadResult:
         plog = self.log

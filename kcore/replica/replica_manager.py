@@ -16,9 +16,11 @@ Requests then reach partitions only through here:
   (mirror read-only topics, D-18), ``min.insync.replicas`` for ``acks=all``, the append, the
   high watermark, and a purgatory notification so waiting fetches wake up;
 * :meth:`append_as_follower` — batches that keep their offsets and epochs (the cluster
-  mirror's copy of a source partition; later a follower's of its leader);
+  mirror's copy of a source partition, a follower's of its leader: ``kcore.replica.follower``);
 * :meth:`fetch` — consumers and followers: ``Partition.fetch_records`` (leader-epoch checks,
-  the diverging epoch, reads bounded by the isolation level, then the follower's position);
+  the diverging epoch, reads bounded by the isolation level, then the follower's position,
+  which moves the HW and may let the follower back into the ISR: ``alter_isr``);
+* :meth:`maybe_shrink_isrs` — the periodic ISR shrink of every partition led here;
 * :meth:`delete_records` — DeleteRecords, through the write guard;
 * :meth:`partition_or_error` / :meth:`leader_partition` — the lookups ListOffsets,
   OffsetsForLeaderEpoch, DescribeProducers and the KIP-890 verification make.
@@ -43,6 +45,7 @@ from kcore.log.partition_log import FollowerHeader, LogAppendInfo
 from kcore.log.producer_state import AppendOrigin
 from kcore.metadata.topic_names import INTERNAL_TOPICS
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.isr import IsrChange
 from kcore.replica.partition import (
     FetchParams,
     LogReadResult,
@@ -83,10 +86,13 @@ class ReplicaManager:
         notify: Callable[[TopicPartition], None] = lambda tp: None,
         min_insync_replicas: Callable[[str], int] = lambda topic: 1,
         write_guard: WriteGuard = allow_all_writes,
+        alter_isr: Callable[[Partition, IsrChange], None] = lambda partition, change: None,
     ) -> None:
         """``notify(tp)`` is called after every append and high-watermark move (the
         purgatory); ``min_insync_replicas(topic)`` resolves the topic's setting;
-        ``write_guard`` judges every write (see :data:`~kcore.replica.partition.WriteGuard`)."""
+        ``write_guard`` judges every write (see :data:`~kcore.replica.partition.WriteGuard`);
+        ``alter_isr(partition, change)`` sends an ISR change a leader proposes to the
+        controller (``kcore.replica.alter_partition``)."""
         self.node_id = node_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -94,6 +100,7 @@ class ReplicaManager:
         self.notify = notify
         self.min_insync_replicas = min_insync_replicas
         self.write_guard = write_guard
+        self.alter_isr = alter_isr
         self._listeners: list[PartitionListener] = []
 
     # -- what the metadata says ------------------------------------------------------------
@@ -145,7 +152,7 @@ class ReplicaManager:
             partition = Partition(topic, index, topic_id, self.node_id, plog, self.write_guard)
             self.partitions[tp] = partition
         if state.leader == self.node_id:
-            if partition.make_leader(state):
+            if partition.make_leader(state, now_ms):
                 log.info(
                     "became leader of %s at leader epoch %d", partition.name, state.leader_epoch
                 )
@@ -258,4 +265,20 @@ class ReplicaManager:
         result = partition.fetch_records(params)
         if result.high_watermark != hw:
             self.notify((topic, index))  # a follower's fetch moved the high watermark
+        if result.isr_change is not None:
+            self.alter_isr(partition, result.isr_change)  # a follower caught up: ISR expansion
         return result
+
+    def maybe_shrink_isrs(self, now_ms: int, lag_ms: int) -> None:
+        """Propose removing the followers that lag more than ``lag_ms`` from the ISR of every
+        partition led here (Kafka's ``maybeShrinkIsr``, run every half lag period)."""
+        for partition in self.partitions.values():
+            change = partition.maybe_shrink_isr(now_ms, lag_ms)
+            if change is not None:
+                self.alter_isr(partition, change)
+
+    def update_follower_high_watermark(self, tp: TopicPartition, leader_hw: int) -> None:
+        """A follower learned its leader's HW (``Partition.update_follower_high_watermark``)."""
+        partition = self.partitions.get(tp)
+        if partition is not None and partition.update_follower_high_watermark(leader_hw):
+            self.notify(tp)

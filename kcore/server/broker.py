@@ -63,7 +63,7 @@ from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
 from kcore.server.controller_service import ControllerService
-from kcore.server.coordinator_shell import ReplicaPartitionWriter
+from kcore.server.coordinator_shell import ReplicaPartitionWriter, wait_for_high_watermarks
 from kcore.server.fetch_session import FetchManager, FetchSessionCache
 from kcore.server.group_coordinator import GroupCoordinatorService
 from kcore.server.handlers import all_handlers, controller_apis
@@ -75,6 +75,7 @@ from kcore.server.mirror_coordinator import MirrorCoordinatorService, inter_brok
 from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
+from kcore.server.replication import IsrChanges, ReplicaFetchers
 from kcore.server.request_metrics import TopicTraffic
 from kcore.server.transaction_coordinator import TransactionCoordinatorService
 
@@ -155,13 +156,19 @@ class KafkaBroker:
         )
         # Cluster mirroring: topics whose mirror.name is active are read-only (D-18).
         self.mirror_write_guard = MirrorWriteGuard(lambda topic: self._topic_config(topic).mirror)
+        # Follower replication (kcore/server/replication.py): the ISR changes leaders propose.
+        self.isr_changes = IsrChanges(self)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
             notify=self.purgatory.notify,
             min_insync_replicas=lambda topic: self._topic_config(topic).min_insync_replicas,
             write_guard=self.mirror_write_guard,
+            alter_isr=self.isr_changes.submit,
         )
+        # The replica fetchers: the partitions this broker follows, copied from their leaders.
+        self.replica_fetchers = ReplicaFetchers(self)
+        self.replica_manager.add_listener(self.replica_fetchers.listener)
         # The coordinators' view of their internal topics' partitions.
         self.partition_writer = ReplicaPartitionWriter(self.replica_manager, self.purgatory)
         # authorizer.class.name: Kafka's StandardAuthorizer over this node's metadata image
@@ -345,14 +352,49 @@ class KafkaBroker:
             raise KafkaError(result.error_code, result.error_message)
 
     async def wait_for_high_watermarks(self, waits, timeout_s: float) -> None:
-        """acks=all: wait until each partition's HW passes the appended offsets; an entry
-        whose partition's HW did not get there in time says REQUEST_TIMED_OUT."""
-        short = await self.partition_writer.wait_for_high_watermarks(
-            [(topic, index, required) for topic, index, required, _ in waits], timeout_s
+        """acks=all: wait until each partition's HW passes the appended offsets, as Kafka's
+        ``DelayedProduce``. ``waits`` holds ``(topic, index, end offset, leader epoch of the
+        append, response entry)``. An entry whose partition is no longer led here at that
+        epoch says NOT_LEADER_OR_FOLLOWER (its write may be truncated away); one whose HW did
+        not get there in time, REQUEST_TIMED_OUT; one that got there with fewer in-sync
+        replicas than ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        partitions = self.replica_manager.partitions
+        epochs = {(topic, index): epoch for topic, index, _, epoch, _ in waits}
+
+        def led(topic: str, index: int):
+            partition = partitions.get((topic, index))
+            if partition is None or not partition.is_leader:
+                return None
+            return partition if partition.leader_epoch == epochs[(topic, index)] else None
+
+        def high_watermark(topic: str, index: int) -> int | None:
+            partition = led(topic, index)
+            return None if partition is None else partition.high_watermark
+
+        short = await wait_for_high_watermarks(
+            self.purgatory,
+            high_watermark,
+            [(topic, index, required) for topic, index, required, _, _ in waits],
+            timeout_s,
         )
-        for topic, index, _required, entry in waits:
-            if (topic, index) in short:
+        for topic, index, _required, _epoch, entry in waits:
+            partition = led(topic, index)
+            if partition is None:
+                entry.error_code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                entry.error_message = (
+                    f"leadership of {topic}-{index} changed before the write was replicated"
+                )
+            elif (topic, index) in short:
                 entry.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+            else:
+                isr = len(partition.maximal_isr)
+                min_isr = self._topic_config(topic).min_insync_replicas
+                if isr < min_isr:
+                    entry.error_code = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+                    entry.error_message = (
+                        f"{topic}-{index} has {isr} in-sync replicas, fewer than "
+                        f"min.insync.replicas ({min_isr}), after the append"
+                    )
 
     # -- cluster mirroring: this broker's mirror fetchers ------------------------------------
 
@@ -449,6 +491,9 @@ class KafkaBroker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                # Before the metadata is replayed: its partitions may be followed at once.
+                await nursery.start(self.replica_fetchers.run)
+                await nursery.start(self.isr_changes.run)
                 await nursery.start(self.quorum.run)
                 if self.controller_service is not None:
                     await nursery.start(self.controller_service.run)

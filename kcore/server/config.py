@@ -329,6 +329,8 @@ _KEYS = [
        "Testing only: STOPPING waits this long before its epoch bump.", kcore_only=True),
     _k("kcore.testing.fetch.max.version", _I, -1, None,  # a pre-KIP-595 source (M-28)
        "Testing only: the highest Fetch version ApiVersions advertises (-1: all).", kcore_only=True),
+    _k("kcore.replication.enable", _B, False, None,
+       "Experimental (#17, in progress): accept replication factors above 1.", kcore_only=True),
     _k("producer.id.expiration.ms", _I, 86400000, _R1, "Idle producer ids expire."),
     _k("producer.id.expiration.check.interval.ms", _I, 600000, _R1, "Producer id expiry period."),
     # -- cluster mirroring (spec §10.1, decisions D-08 and D-13; kcore-only until upstream)

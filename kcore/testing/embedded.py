@@ -75,6 +75,8 @@ class EmbeddedCluster:
         self._cancel: trio.CancelScope | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._nursery: trio.Nursery | None = None
+        self._scopes: dict[int, trio.CancelScope] = {}  # node id -> the scope it runs in
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -138,10 +140,64 @@ class EmbeddedCluster:
         return configs
 
     async def _start_nodes(self, nursery: trio.Nursery, configs: list[BrokerConfig]) -> None:
+        self._nursery = nursery
+        for config in configs:  # node 1 first: the others register with its controller
+            self.brokers.append(await self._start_one(config))
+
+    async def _start_one(self, config: BrokerConfig) -> Any:
         from kcore.server.node import start_node
 
-        for config in configs:  # node 1 first: the others register with its controller
-            self.brokers.append(await nursery.start(start_node, config))
+        scope = trio.CancelScope()
+
+        async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await start_node(config, task_status=task_status)
+
+        node = await self._nursery.start(run)
+        self._scopes[config.node_id] = scope
+        return node
+
+    # -- one node at a time (replication tests) ------------------------------------------------
+
+    def stop_node(self, node_id: int, *, graceful: bool = True) -> None:
+        """Stop node ``node_id`` (not node 1, the controller). ``graceful``: as SIGTERM, with
+        the controlled shutdown that moves its leaderships away first. Otherwise as a process
+        that dies: its tasks are cancelled at once, no controlled shutdown, no more heartbeats
+        (the controller fences it after ``broker.session.timeout.ms``); its files are closed
+        as they are (nothing unflushed is lost, unlike a real crash)."""
+        self._call(self.astop_node, node_id, graceful)
+
+    async def astop_node(self, node_id: int, graceful: bool = True) -> None:
+        if node_id == 1:
+            raise ValueError("node 1 is the controller of an EmbeddedCluster: it cannot stop alone")
+        node = next((n for n in self.brokers if n.node_id == node_id), None)
+        if node is None:
+            raise ValueError(f"node {node_id} is not running")
+        self.brokers.remove(node)
+        if graceful:
+            node.request_stop()
+        else:
+            self._scopes[node_id].cancel()
+        await node.stopped.wait()
+
+    def start_node(self, node_id: int) -> None:
+        """Start again a node :meth:`stop_node` stopped, on its ports and data."""
+        self._call(self.astart_node, node_id)
+
+    async def astart_node(self, node_id: int) -> None:
+        if any(n.node_id == node_id for n in self.brokers):
+            raise ValueError(f"node {node_id} is running")
+        with trio.fail_after(STARTUP_TIMEOUT_S):
+            node = await self._start_one(self.broker_config(node_id))
+        self.brokers.append(node)
+        self.brokers.sort(key=lambda n: n.node_id)
+
+    def node(self, node_id: int) -> Any:
+        """The running node ``node_id`` (KeyError when it is not running)."""
+        for n in self.brokers:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(node_id)
 
     async def _stop_nodes(self) -> None:
         """Broker-only nodes first (their controlled shutdown needs the controller), then 1."""

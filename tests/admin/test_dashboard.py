@@ -109,11 +109,13 @@ def test_the_dashboard_shows_follows_and_stops_a_mirror(clusters, tmp_path):
             }
             wait(
                 driver,
-                lambda d: {
-                    v.get_attribute("data-field"): v.text
-                    for v in d.find_elements(By.CSS_SELECTOR, "#cluster [data-field]")
-                }
-                == expected,
+                lambda d: (
+                    {
+                        v.get_attribute("data-field"): v.text
+                        for v in d.find_elements(By.CSS_SELECTOR, "#cluster [data-field]")
+                    }
+                    == expected
+                ),
                 "the cluster panel filled in from /v1/cluster and /v1/topics",
             )
 

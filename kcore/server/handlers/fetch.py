@@ -11,7 +11,8 @@ One request, in Kafka's order of decisions:
    is shared across partitions; the first partition that has data may exceed it by one batch,
    so a consumer always makes progress. A ``last_fetched_epoch`` that the leader's epoch history
    contradicts gets the diverging epoch instead of records (the fetcher truncates, then fetches
-   again).
+   again). A follower's fetch (``replica_id >= 0``) reports its position: the leader's HW and
+   ISR move with it (``kcore.replica.isr``).
 3. If fewer than ``min.bytes`` are available and no partition had an error, the request waits in
    the purgatory until an append to one of its partitions or ``max.wait.ms``, and reads again.
 4. The context builds the response (an incremental one carries only what changed).
@@ -47,10 +48,14 @@ def _isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
     return FetchIsolation.TXN_COMMITTED if isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
 
 
-def _read_partition(replicas, tp, fp, isolation, replica_id, budget, first_with_data):
+def _read_partition(
+    replicas, tp, fp, isolation, replica_id, budget, first_with_data, replica_epoch=-1
+):
     """Read one partition; returns (PartitionData, bytes read)."""
     try:
         params = FetchParams(
+            replica_epoch=replica_epoch,
+            now_ms=int(time.time() * 1000),
             fetch_offset=fp.fetch_offset,
             max_bytes=max(min(fp.partition_max_bytes, budget), 0),
             isolation=isolation,
@@ -110,6 +115,7 @@ def register(registry: HandlerRegistry) -> None:
             body, version, now_ms=int(time.time() * 1000), topic_name=broker.topic_name_by_id
         )
         replica_id = replica_id_of(body, version)
+        replica_epoch = body.replica_state.replica_epoch if version >= 15 else -1
         isolation = _isolation(replica_id, body.isolation_level)
         max_bytes = body.max_bytes if version >= 3 else 2**31 - 1
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
@@ -131,7 +137,14 @@ def register(registry: HandlerRegistry) -> None:
                     errors = True
                     continue
                 data, size = _read_partition(
-                    replicas, tp, fp, isolation, replica_id, max_bytes - total, total == 0
+                    replicas,
+                    tp,
+                    fp,
+                    isolation,
+                    replica_id,
+                    max_bytes - total,
+                    total == 0,
+                    replica_epoch,
                 )
                 errors = errors or data.error_code != 0 or data.diverging_epoch.epoch != -1
                 updates[tp] = data

@@ -4,7 +4,9 @@ Per partition, independently: find the partition (by name, or by topic id from v
 what Kafka 4.x refuses (v0-2 payloads, more than one batch from v3 on), append through the
 replica manager, and report the base offset or the error with its message. ``acks=0`` gets no
 response at all. On a single broker ``acks=all`` completes with the local append; with
-followers it waits in the purgatory for the high watermark until ``timeout.ms``.
+followers it waits in the purgatory for the high watermark until ``timeout.ms``
+(``KafkaBroker.wait_for_high_watermarks``: NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below ``min.insync.replicas``).
 
 Authorization (as Kafka's ``handleProduceRequest``): transactional batches need the request's
 transactional id, with or without an authorizer, and with one WRITE on it (every partition
@@ -240,7 +242,8 @@ def register(registry: HandlerRegistry) -> None:
                 entry.log_start_offset = info.log_start_offset
                 traffic.produced(topic, len(pd.records), info.last_offset - info.first_offset + 1)
                 if acks == -1:
-                    waits.append((topic, pd.index, info.last_offset + 1, entry))
+                    epoch = replicas.partitions[(topic, pd.index)].leader_epoch
+                    waits.append((topic, pd.index, info.last_offset + 1, epoch, entry))
             except KafkaError as e:
                 _fail(broker, topic, pd.index, entry, e)
         if waits:
