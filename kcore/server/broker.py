@@ -408,7 +408,9 @@ class KafkaBroker:
             kind = CONTROLLER if listener.name in controller_names else BROKER
             host = listener.host or "0.0.0.0"
             # Client listeners wait for the first metadata catch-up (see run()).
-            specs.append(ListenerSpec(listener.name, host, listener.port, kind, kind == CONTROLLER))
+            sasl = self.config.sasl_listeners.get(listener.name)
+            early = kind == CONTROLLER
+            specs.append(ListenerSpec(listener.name, host, listener.port, kind, early, sasl))
         return specs
 
     def request_stop(self) -> None:

@@ -71,6 +71,8 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.security.authenticator import Admission
+from kcore.server import sasl_shell
 from kcore.server.registry import EncodedResponse, HandlerRegistry
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,8 @@ class ListenerSpec:
     # Served at once; otherwise only after KafkaServer.enable_request_processing() (see the
     # module docstring). Kafka starts its controller listeners early and the others last.
     early_start: bool = True
+    # A SASL listener's settings (kcore.security.sasl_config.SaslListenerConfig), else None.
+    sasl: Any = None
 
 
 @dataclass(slots=True)
@@ -274,6 +278,10 @@ class _Connection:
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
+        # Who the client is, for the authorizer: SASL sets it once the client authenticated.
+        self.principal = "User:ANONYMOUS"
+        self.sasl = sasl_shell.new_authenticator(spec, server.state)
+        self._close_after: str | None = None  # close once this answer is sent (failed auth)
 
     def stop_after_current(self) -> None:
         """Close once the request being processed (if any) is answered (graceful shutdown)."""
@@ -371,8 +379,13 @@ class _Connection:
         parts = await self._handle(frame)
         if parts:
             await self._send(parts)
+        if self._close_after is not None:
+            raise _CloseConnection(self._close_after)
 
     async def _handle(self, frame: bytes) -> list[Any] | None:
+        if self.sasl is not None and self.sasl.expects_raw_token:  # after SaslHandshake v0
+            parts, self._close_after = await sasl_shell.answer_raw_token(self, self.sasl, frame)
+            return parts
         try:
             request = decode_request(frame)
         except UnsupportedVersion as e:
@@ -389,6 +402,13 @@ class _Connection:
             raise _CloseConnection(
                 f"{request.api.name} v{version} is not served on listener {self.spec.name}"
             )
+        if self.sasl is not None:  # before authentication only ApiVersions and SASL
+            admission = self.sasl.admit(api_key, request.api.name, int(trio.current_time() * 1000))
+            if admission is Admission.CLOSE:
+                raise _CloseConnection(self.sasl.close_reason)
+            if admission is Admission.SASL:
+                parts, self._close_after = await sasl_shell.answer_request(self, self.sasl, request)
+                return parts
         ctx = RequestContext(
             header=request.header,
             api_key=api_key,
@@ -400,6 +420,7 @@ class _Connection:
             client_host=self.peer,
             connection_id=self.id,
             server=self.server.state,
+            principal=self.principal,
         )
         try:
             response = await spec.handler(ctx, request.body)

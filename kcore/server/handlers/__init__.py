@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kcore.server import sasl_shell
 from kcore.server.handlers import (
     acls,
     api_versions,
@@ -35,6 +36,7 @@ FAMILIES = (
     acls,
     cluster_mirrors,
     mirror_states,
+    sasl_shell,  # SaslHandshake / SaslAuthenticate where no authenticator answers them
 )
 
 
