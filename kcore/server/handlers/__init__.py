@@ -16,6 +16,7 @@ from kcore.server.handlers import (
     mirror_states,
     offsets,
     produce,
+    scram,
     topics,
     transactions,
 )
@@ -36,6 +37,7 @@ FAMILIES = (
     acls,
     cluster_mirrors,
     mirror_states,
+    scram,
     sasl_shell,  # SaslHandshake / SaslAuthenticate where no authenticator answers them
 )
 
