@@ -56,3 +56,92 @@ class SaslCluster(EmbeddedCluster):
     @property
     def plaintext_servers(self) -> str:
         return f"127.0.0.1:{self.plaintext_port}"
+
+
+class RawSasl:
+    """A blocking socket speaking Kafka frames, for the SASL exchanges clients never get wrong:
+    ``call(api_key, version, body)`` sends one request and returns the decoded response;
+    ``closed()`` says whether the broker closed the connection."""
+
+    def __init__(self, port: int, timeout: float = 30.0) -> None:
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self._correlation = 0
+
+    def send(self, api_key: int, version: int, body) -> int:
+        from kcore.protocol import encode_request
+
+        self._correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self._correlation, "raw", body))
+        return self._correlation
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read(self, n: int) -> bytes | None:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                return None
+            out += chunk
+        return out
+
+    def frame(self) -> bytes | None:
+        size = self._read(4)
+        if size is None:
+            return None
+        return self._read(int.from_bytes(size, "big"))
+
+    def call(self, api_key: int, version: int, body):
+        from kcore.protocol import decode_response
+
+        correlation = self.send(api_key, version, body)
+        frame = self.frame()
+        assert frame is not None, "the broker closed the connection"
+        got, response = decode_response(api_key, version, frame)
+        assert got == correlation
+        return response
+
+    def closed(self) -> bool:
+        """True once the broker has closed the connection (EOF), waiting up to the timeout."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawSasl:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def scram_login(raw: RawSasl, mechanism: str, user: str, password: str, version: int = 2):
+    """SaslHandshake v1 + the SCRAM exchange over SaslAuthenticate; the last response."""
+    from kcore.protocol import messages as m
+    from kcore.security.scram import MECHANISMS, ScramClient
+
+    handshake = raw.call(17, 1, m.SaslHandshakeRequest(mechanism=mechanism))
+    assert handshake.error_code == 0, handshake
+    client = ScramClient(MECHANISMS[mechanism], user, password)
+    first = raw.call(36, version, m.SaslAuthenticateRequest(auth_bytes=client.first_message()))
+    if first.error_code:
+        return first
+    final = client.evaluate(bytes(first.auth_bytes))
+    return raw.call(36, version, m.SaslAuthenticateRequest(auth_bytes=final))
+
+
+def plain_login(raw: RawSasl, user: str, password: str, version: int = 2):
+    from kcore.protocol import messages as m
+    from kcore.security.plain import plain_message
+
+    handshake = raw.call(17, 1, m.SaslHandshakeRequest(mechanism="PLAIN"))
+    assert handshake.error_code == 0, handshake
+    return raw.call(
+        36, version, m.SaslAuthenticateRequest(auth_bytes=plain_message(user, password))
+    )
