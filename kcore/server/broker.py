@@ -58,6 +58,7 @@ from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.replica_manager import ReplicaManager
+from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
@@ -433,7 +434,11 @@ class KafkaBroker:
                 ControllerConfig.from_properties(config.effective, cluster_id=self.cluster_id)
             )
             self.controller_service = ControllerService(
-                self.node_id, controller, self.quorum, image=lambda: self.metadata_image
+                self.node_id,
+                controller,
+                self.quorum,
+                image=lambda: self.metadata_image,
+                bootstrap=read_bootstrap(config.metadata_log_dir),  # kcore format --add-scram
             )
         try:
             async with trio.open_nursery() as nursery:
