@@ -81,22 +81,23 @@ MECHANISMS = {
 _BY_TYPE = {m.type: m for m in MECHANISMS.values()}
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What the broker keeps of a password (``UserScramCredentialRecord``; the metadata
+    image's ``scram`` part holds these)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
 def mechanism_by_name(name: str) -> ScramMechanism | None:
     return MECHANISMS.get(name)
 
 
 def mechanism_by_type(type_: int) -> ScramMechanism | None:
     return _BY_TYPE.get(type_)
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    """What the broker keeps of a password (``UserScramCredentialRecord``)."""
-
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
 
 
 def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int):

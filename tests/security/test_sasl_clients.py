@@ -36,6 +36,18 @@ def confluent_conf(cluster, mechanism: str, user=None, password=None) -> dict:
     }
 
 
+def python_client_kwargs(cluster, mechanism: str, user=None, password=None) -> dict:
+    """kafka-python's and aiokafka's SASL arguments (the same names in both)."""
+    default_user, default_password = _user(mechanism)
+    return dict(
+        bootstrap_servers=cluster.bootstrap_servers,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user or default_user,
+        sasl_plain_password=password or default_password,
+    )
+
+
 def add_scram_user(cluster, user: str, password: str, iterations: int = 8192) -> None:
     """Both SCRAM mechanisms for ``user``, through AlterUserScramCredentials as admin (PLAIN)."""
     from confluent_kafka.admin import (
@@ -107,14 +119,7 @@ def test_kafka_python_produces_and_consumes_in_a_group(cluster, mechanism):
     from kafka import KafkaConsumer, KafkaProducer
 
     topic, group = _name("kp"), _name("g")
-    user, password = _user(mechanism)
-    kw = dict(
-        bootstrap_servers=cluster.bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism,
-        sasl_plain_username=user,
-        sasl_plain_password=password,
-    )
+    kw = python_client_kwargs(cluster, mechanism)
     producer = KafkaProducer(acks="all", **kw)
     try:
         for i in range(10):
@@ -141,14 +146,7 @@ def test_aiokafka_produces_and_consumes_in_a_group(cluster, mechanism):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     topic, group = _name("aio"), _name("g")
-    user, password = _user(mechanism)
-    kw = dict(
-        bootstrap_servers=cluster.bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism,
-        sasl_plain_username=user,
-        sasl_plain_password=password,
-    )
+    kw = python_client_kwargs(cluster, mechanism)
 
     async def main():
         producer = AIOKafkaProducer(**kw)
@@ -332,13 +330,7 @@ def test_connection_past_its_session_lifetime_is_closed_and_reauthentication_ren
         # and reconnects: both keep producing across several lifetimes.
         topic = _name("reauth")
         producer = Producer(confluent_conf(cluster, "SCRAM-SHA-512"))
-        kp = KafkaProducer(
-            bootstrap_servers=cluster.bootstrap_servers,
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="PLAIN",
-            sasl_plain_username="alice",
-            sasl_plain_password="alice-secret",
-        )
+        kp = KafkaProducer(**python_client_kwargs(cluster, "PLAIN"))
         try:
             errors = []
             for i in range(8):

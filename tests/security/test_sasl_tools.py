@@ -10,6 +10,7 @@ from kcore.client.errors import AuthenticationFailed
 from kcore.commands.format import parse_add_scram
 from kcore.security.sasl_client import SaslClientError, sasl_client_settings
 from tests.security.sasl_cluster import RawSasl, SaslCluster, scram_login
+from tests.security.test_sasl_clients import python_client_kwargs
 from tests.tools.tool import kcore
 
 pytestmark = pytest.mark.timeout(240)
@@ -162,14 +163,7 @@ def test_console_producer_speaks_sasl_from_its_properties(cluster):
         stdin="one\ntwo\n",
     )  # fmt: skip
     assert produced.returncode == 0, produced.stderr
-    consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_plain_username="alice",
-        sasl_plain_password="alice-secret",
-        consumer_timeout_ms=10000,
-    )
+    consumer = KafkaConsumer(**python_client_kwargs(cluster, "PLAIN"), consumer_timeout_ms=10000)
     try:
         consumer.assign([TopicPartition("con", 0)])
         consumer.seek_to_beginning()
