@@ -31,6 +31,7 @@ from kcore.commands.server import add_arguments as add_server_arguments
 from kcore.log.config import InvalidConfigError
 from kcore.log.log_dirs import MetaProperties, random_uuid, uuid_to_base64
 from kcore.metadata.bootstrap import bootstrap_records
+from kcore.metadata.scram_control import credential_record
 from kcore.protocol import messages as m
 from kcore.security.scram import MECHANISMS, credential_from_password, credential_from_salted
 from kcore.server.config import BrokerConfig
@@ -102,14 +103,7 @@ def parse_add_scram(text: str) -> m.UserScramCredentialRecord:
         raise ValueError(
             f"--add-scram {mechanism.name}: salt and saltedpassword are base64"
         ) from None
-    return m.UserScramCredentialRecord(
-        name=fields["name"],
-        mechanism=mechanism.type,
-        salt=cred.salt,
-        stored_key=cred.stored_key,
-        server_key=cred.server_key,
-        iterations=cred.iterations,
-    )
+    return credential_record(fields["name"], mechanism.type, cred)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -23,9 +23,21 @@ from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.security.scram import credential_from_salted, mechanism_by_type
 
-__all__ = ["alter_user_scram_credentials", "describe_user_scram_credentials"]
+__all__ = ["alter_user_scram_credentials", "credential_record", "describe_user_scram_credentials"]
 
 _DUPLICATE = "A user credential cannot be altered twice in the same request"
+
+
+def credential_record(user: str, mechanism: int, cred) -> m.UserScramCredentialRecord:
+    """The record of ``user``'s credential for the mechanism type (a ScramCredential)."""
+    return m.UserScramCredentialRecord(
+        name=user,
+        mechanism=mechanism,
+        salt=cred.salt,
+        stored_key=cred.stored_key,
+        server_key=cred.server_key,
+        iterations=cred.iterations,
+    )
 
 
 def _change_error(image: MetadataImage, change, deleting: bool) -> tuple[ErrorCode, str] | None:
@@ -91,16 +103,7 @@ def alter_user_scram_credentials(
             cred = credential_from_salted(
                 mechanism, bytes(change.salted_password), bytes(change.salt), change.iterations
             )
-            records.append(
-                m.UserScramCredentialRecord(
-                    name=user,
-                    mechanism=change.mechanism,
-                    salt=cred.salt,
-                    stored_key=cred.stored_key,
-                    server_key=cred.server_key,
-                    iterations=cred.iterations,
-                )
-            )
+            records.append(credential_record(user, change.mechanism, cred))
         results.append(R.AlterUserScramCredentialsResult(user=user, error_message=None))
     return ControllerResult.of(records, R(results=results))
 
