@@ -9,7 +9,7 @@ closes it with "Unexpected Kafka request of type ... during SASL handshake")::
     AUTHENTICATE           SaslAuthenticate (KIP-152: SASL tokens in Kafka requests)
     AUTHENTICATE_RAW       bare size-prefixed SASL tokens (after SaslHandshake v0, KIP-43)
     AUTHENTICATED          every request; SaslHandshake starts a re-authentication (KIP-368);
-                           once the session has expired, only SaslHandshake
+                           once the session has expired, nothing (re-authenticate before)
     REAUTHENTICATE         SaslAuthenticate
     FAILED                 nothing (the answer is sent after the failure delay, then the close)
 
@@ -19,10 +19,10 @@ with the mechanism's message. Both are failures: the shell delays the answer by
 ``connection.failed.authentication.delay.ms`` and closes the connection after it.
 
 Re-authentication: with ``connections.max.reauth.ms`` (per mechanism) above 0, a successful
-SaslAuthenticate v1+ tells the client its session lifetime; a request other than SaslHandshake
-after the session expired closes the connection (a client that cannot re-authenticate —
-SaslAuthenticate v0 or raw tokens — is thus closed at its first request past the lifetime, and
-reconnects). Re-authenticating keeps the mechanism and the principal: another one fails.
+SaslAuthenticate v1+ tells the client its session lifetime; any request after the session
+expired closes the connection (clients re-authenticate before, at 85-95 % of the lifetime; a
+client that cannot — SaslAuthenticate v0 or raw tokens, kafka-python, aiokafka — is thus closed
+at its first request past the lifetime, and reconnects). Re-authenticating keeps the mechanism and the principal: another one fails.
 """
 
 from __future__ import annotations
@@ -133,9 +133,10 @@ class SaslAuthenticator:
             )
             return Admission.CLOSE
         admission, next_state = entry
+        # Past the session's end every request closes, a late SaslHandshake too, as Kafka's
+        # SocketServer closes an expired channel before looking at the request.
         if (
             self.state is SaslState.AUTHENTICATED
-            and admission is Admission.SERVE
             and self.session_expires_ms is not None
             and now_ms >= self.session_expires_ms
         ):

@@ -111,11 +111,17 @@ def test_session_expires_and_reauthentication_renews_it():
     auth = _auth(reauth_ms=1000)
     assert _login(auth, now=0).session_lifetime_ms == 1000
     assert auth.admit(METADATA, "Metadata", 999) is Admission.SERVE
-    # Re-authenticating (KIP-368) before or after the deadline: same principal, new session.
-    assert _login(auth, now=1500).complete
-    assert auth.admit(METADATA, "Metadata", 2400) is Admission.SERVE
-    assert auth.admit(METADATA, "Metadata", 2500) is Admission.CLOSE
+    # Re-authenticating (KIP-368) before the deadline: same principal, a new session.
+    assert _login(auth, now=900).complete
+    assert auth.admit(METADATA, "Metadata", 1899) is Admission.SERVE
+    assert auth.admit(METADATA, "Metadata", 1900) is Admission.CLOSE
     assert "expired" in auth.close_reason
+
+
+def test_a_handshake_after_the_session_expired_is_too_late():
+    auth = _auth(reauth_ms=1000)
+    _login(auth, now=0)
+    assert auth.admit(HANDSHAKE, "SaslHandshake", 1000) is Admission.CLOSE
 
 
 def test_reauthentication_may_not_change_the_principal():

@@ -2,6 +2,7 @@
 SCRAM-SHA-512: produce, consume, join groups, run a transaction; and what must be refused."""
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -205,6 +206,25 @@ def test_wrong_password_or_unknown_user_gets_sasl_authentication_failed_then_clo
         assert response.error_code == 58  # SASL_AUTHENTICATION_FAILED
         assert raw.closed()
     _still_serves(cluster)
+
+
+def test_failed_authentication_is_logged_with_the_address_never_the_password(cluster, caplog):
+    with caplog.at_level(logging.INFO, logger="kcore.server.sasl_shell"):
+        with RawSasl(cluster.sasl_port) as raw:
+            started = time.monotonic()
+            response = scram_login(raw, "SCRAM-SHA-512", "carol", "Pa55-not-this-one")
+            answered = time.monotonic() - started
+            assert response.error_code == 58
+        with RawSasl(cluster.sasl_port) as raw:
+            assert plain_login(raw, "alice", "Pa55-nor-this").error_code == 58
+    # Held back by connection.failed.authentication.delay.ms (50 ms here), never sooner.
+    assert answered >= 0.05
+    lines = [r.getMessage() for r in caplog.records if r.name == "kcore.server.sasl_shell"]
+    assert len(lines) == 2
+    assert all(line.startswith("Failed authentication with /127.0.0.1 ") for line in lines)
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in lines[0]
+    assert "Invalid username or password" in lines[1]
+    assert "Pa55" not in caplog.text
 
 
 def test_confluent_client_sees_the_authentication_error(cluster):

@@ -123,3 +123,21 @@ def test_sasl_settings_kcore_cannot_honour_refuse_startup(extra, key, message):
     assert err.value.key == key
     assert message in err.value.message
     assert "a-pw" not in err.value.message
+
+
+def test_kcore_format_refuses_kafkas_default_gssapi_with_one_line(tmp_path):
+    from tests.tools.tool import kcore
+
+    data = tmp_path / "data"
+    overrides = {**_props(), "log.dirs": str(data)}
+    del overrides["sasl.enabled.mechanisms"]  # Kafka's default, GSSAPI
+    argv = [arg for k, v in overrides.items() for arg in ("--override", f"{k}={v}")]
+    result = kcore("format", *argv)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("[")]
+    assert errors == [
+        "kcore format: INVALID_CONFIG (40): Listener SASL_PLAINTEXT enables SASL mechanism "
+        "GSSAPI (sasl.enabled.mechanisms), which kcore does not support: it serves PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512"
+    ]
+    assert not data.exists()
