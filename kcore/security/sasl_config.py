@@ -15,6 +15,9 @@ Keys (Kafka's names and defaults; registered in :data:`kcore.server.config.BROKE
   mechanism (``listener.name.<l>.<mechanism>.connections.max.reauth.ms``): KIP-368.
 * ``connection.failed.authentication.delay.ms`` (default 100): how long a failed
   authentication's answer (and the close that follows) is held back.
+* ``sasl.server.max.receive.size`` (default 524288): the largest frame read from a client that
+  has not authenticated yet (``socket.request.max.bytes`` applies after), so a stranger cannot
+  make the broker buffer 100 MiB per connection; a larger size prefix closes the connection.
 * ``sasl.mechanism.inter.broker.protocol``, ``sasl.mechanism.controller.protocol`` (GSSAPI):
   accepted, but a node whose inter-broker or controller listener is a SASL one refuses to start
   (kcore's own connections do not authenticate yet).
@@ -62,6 +65,8 @@ SASL_KEYS: tuple[tuple[str, ConfigType, Any, Any, str], ...] = (
      "Longest SASL session before re-authentication (KIP-368; 0: no limit)."),
     ("connection.failed.authentication.delay.ms", ConfigType.INT, 100, Range(0),
      "Delay of the answer to a failed authentication, and of the close after it."),
+    ("sasl.server.max.receive.size", ConfigType.INT, 524288, Range(1),
+     "Largest frame a SASL listener reads before the client authenticated."),
     ("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI", None,
      "SASL mechanism between brokers (a SASL inter-broker listener is refused for now)."),
     ("sasl.mechanism.controller.protocol", ConfigType.STRING, "GSSAPI", None,
@@ -82,6 +87,7 @@ class SaslListenerConfig:
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)  # secrets
     reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism -> 0 or lifetime
     failed_delay_ms: int = 100
+    max_receive_size: int = 524288  # frames before authentication (a stranger's memory)
 
 
 def _prefix(listener: str) -> str:
@@ -163,6 +169,7 @@ def _listener_config(listener: str, values: Mapping[str, Any], raw: Mapping[str,
         plain_users=MappingProxyType(users),
         reauth_ms=MappingProxyType(reauth),
         failed_delay_ms=values["connection_failed_authentication_delay_ms"],
+        max_receive_size=values["sasl_server_max_receive_size"],
     )
 
 

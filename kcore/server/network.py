@@ -37,6 +37,15 @@ and answered with UNKNOWN_SERVER_ERROR where the response has an error code, els
 connection is closed. Nothing a client sends can stop the listener or other connections.
 Idle connections are closed after ``connections.max.idle.ms``.
 
+Authentication: each connection has a ``principal`` (``User:ANONYMOUS`` until something
+establishes another), which every request's :class:`RequestContext` carries to the authorizer.
+On a SASL listener (:attr:`ListenerSpec.sasl`) the connection's
+:class:`~kcore.security.authenticator.SaslAuthenticator` is asked before each request whether
+it is served, answered by the authenticator (SaslHandshake, SaslAuthenticate, bare tokens after
+SaslHandshake v0: :mod:`kcore.server.sasl_shell`), or closes the connection (anything but
+ApiVersions before authentication, any request past the session lifetime); a failed
+authentication is answered, then the connection is closed.
+
 Startup: the controller listeners are served as soon as they are bound (the metadata quorum
 needs them to catch up). The client listeners wait for
 :meth:`KafkaServer.enable_request_processing`, which the broker calls once it has caught up with
@@ -281,6 +290,10 @@ class _Connection:
         # Who the client is, for the authorizer: SASL sets it once the client authenticated.
         self.principal = "User:ANONYMOUS"
         self.sasl = sasl_shell.new_authenticator(spec, server.state)
+        if self.sasl is not None:  # until authenticated (sasl.server.max.receive.size)
+            self.decoder.max_frame_bytes = min(
+                server.limits.max_frame_bytes, self.sasl.config.max_receive_size
+            )
         self._close_after: str | None = None  # close once this answer is sent (failed auth)
 
     def stop_after_current(self) -> None:

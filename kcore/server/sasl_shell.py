@@ -104,6 +104,7 @@ async def answer_raw_token(conn: Any, auth: SaslAuthenticator, token: bytes):
 
 def _authenticated(conn: Any, auth: SaslAuthenticator) -> None:
     conn.principal = auth.principal
+    conn.decoder.max_frame_bytes = conn.server.limits.max_frame_bytes  # a client's requests now
     log.debug(
         "connection %d from %s authenticated as %s with %s",
         conn.id,

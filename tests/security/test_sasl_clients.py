@@ -267,6 +267,22 @@ def test_request_before_authentication_closes_the_connection(cluster, after_api_
     _still_serves(cluster)
 
 
+def test_a_large_frame_before_authentication_closes_the_connection(cluster):
+    # sasl.server.max.receive.size (512 KiB): a stranger cannot make the broker buffer more.
+    with RawSasl(cluster.sasl_port) as raw:
+        raw.send_raw((600 * 1024).to_bytes(4, "big") + b"\0" * 1024)
+        assert raw.frame() is None
+    with RawSasl(cluster.sasl_port) as raw:  # once authenticated, socket.request.max.bytes
+        assert plain_login(raw, "alice", "alice-secret").error_code == 0
+        Topic = m.MetadataRequest.MetadataRequestTopic
+        names = [f"absent-{i:024d}" for i in range(20000)]  # a request of about 650 KiB
+        big = m.MetadataRequest(
+            topics=[Topic(name=n) for n in names], allow_auto_topic_creation=False
+        )
+        assert len(raw.call(3, 12, big).topics) == len(names)
+    _still_serves(cluster)
+
+
 def test_handshake_v0_then_raw_tokens_authenticates(cluster):
     from kcore.security.plain import plain_message
 
