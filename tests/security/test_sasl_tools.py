@@ -105,6 +105,16 @@ def test_configs_users_refusals(cluster, admin_config, add, error):
     assert "=p" not in result.stderr
 
 
+def test_topics_over_sasl_with_command_config(cluster, admin_config):
+    B = ("--bootstrap-server", cluster.bootstrap_servers, "--command-config", admin_config)
+    created = kcore("topics", *B, "--create", "--topic", "sasl-t", "--partitions", "2")
+    assert created.returncode == 0 and created.stdout == "Created topic sasl-t.\n"
+    listed = kcore("topics", *B, "--list")
+    assert "sasl-t" in listed.stdout.split()
+    anonymous = kcore("topics", "--bootstrap-server", cluster.bootstrap_servers, "--list")
+    assert anonymous.returncode == 1  # no SASL: the broker closes the connection
+
+
 def test_configs_over_sasl_with_a_wrong_password_fails_with_one_line(cluster, tmp_path):
     path = tmp_path / "bad.properties"
     path.write_text(PLAIN_ADMIN.replace("admin-secret", "nope"))
