@@ -343,7 +343,7 @@ def test_truncated_and_garbage_sasl_exchanges_leave_other_clients_served(cluster
     _still_serves(cluster)
 
 
-def test_connection_past_its_session_lifetime_is_closed_and_reauthentication_renews_it():
+def test_connection_past_its_session_lifetime_is_closed_and_reauthentication_renews_it(caplog):
     from confluent_kafka import Producer
     from kafka import KafkaProducer
 
@@ -369,11 +369,23 @@ def test_connection_past_its_session_lifetime_is_closed_and_reauthentication_ren
         kp = KafkaProducer(**python_client_kwargs(cluster, "PLAIN"))
         try:
             errors = []
-            for i in range(8):
-                producer.produce(topic, b"%d" % i, on_delivery=lambda e, _: e and errors.append(e))
-                assert producer.flush(30) == 0
-                kp.send(topic, b"kp%d" % i).get(timeout=30)
-                time.sleep(0.5)
+            with caplog.at_level(logging.DEBUG, logger="kcore.server.sasl_shell"):
+                for i in range(8):
+                    producer.produce(
+                        topic, b"%d" % i, on_delivery=lambda e, _: e and errors.append(e)
+                    )
+                    assert producer.flush(30) == 0
+                    kp.send(topic, b"kp%d" % i).get(timeout=30)
+                    time.sleep(0.5)
             assert not errors
         finally:
             kp.close()
+        # librdkafka's connection re-authenticated in place (KIP-368): one connection id
+        # authenticated as carol more than once.
+        carol = [
+            r.getMessage().split()[1]
+            for r in caplog.records
+            if r.name == "kcore.server.sasl_shell"
+            and "authenticated as User:carol" in r.getMessage()
+        ]
+        assert any(carol.count(conn) > 1 for conn in carol), carol
