@@ -389,3 +389,16 @@ def test_connection_past_its_session_lifetime_is_closed_and_reauthentication_ren
             and "authenticated as User:carol" in r.getMessage()
         ]
         assert any(carol.count(conn) > 1 for conn in carol), carol
+
+
+def test_sasl_requests_where_no_exchange_is_due_get_illegal_sasl_state(cluster):
+    # Kafka's KafkaApis answers these: on a PLAINTEXT listener, and after authentication.
+    with RawSasl(cluster.plaintext_port) as raw:
+        assert raw.call(17, 1, m.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34
+        assert raw.call(36, 2, m.SaslAuthenticateRequest(auth_bytes=b"x")).error_code == 34
+        assert raw.call(3, 12, m.MetadataRequest(topics=None)).brokers  # still open
+    with RawSasl(cluster.sasl_port) as raw:
+        assert plain_login(raw, "alice", "alice-secret").error_code == 0
+        again = raw.call(36, 2, m.SaslAuthenticateRequest(auth_bytes=b"x"))
+        assert again.error_code == 34
+        assert raw.call(3, 12, m.MetadataRequest(topics=None)).brokers
