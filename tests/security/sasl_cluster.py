@@ -1,8 +1,8 @@
-"""A kcore node with a SASL_PLAINTEXT client listener, for the SASL tests.
+"""kcore nodes with a SASL_PLAINTEXT client listener, for the SASL tests.
 
-The node has three listeners: ``SASL_PLAINTEXT`` (the one the tests' clients use, with PLAIN,
-SCRAM-SHA-256 and SCRAM-SHA-512), ``PLAINTEXT`` (the inter-broker listener, which kcore does
-not secure yet) and ``CONTROLLER``. PLAIN's users are :data:`PLAIN_USERS`; SCRAM users are
+Each node has a ``SASL_PLAINTEXT`` listener (the one the tests' clients use, with PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512) besides EmbeddedCluster's ``PLAINTEXT`` (the inter-broker
+listener, which kcore does not secure yet) and, on node 1, ``CONTROLLER``. PLAIN's users are :data:`PLAIN_USERS`; SCRAM users are
 created through AlterUserScramCredentials by the tests that need them.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kcore.server.config import BrokerConfig
 from kcore.testing import EmbeddedCluster
 from kcore.testing.embedded import free_port
 
@@ -26,36 +27,43 @@ def plain_jaas(users: Mapping[str, str]) -> str:
 
 
 class SaslCluster(EmbeddedCluster):
-    """An EmbeddedCluster whose ``bootstrap_servers`` is its SASL_PLAINTEXT listener;
-    ``plaintext_servers`` is the inter-broker PLAINTEXT one."""
+    """An EmbeddedCluster whose nodes each add a SASL_PLAINTEXT listener (``sasl_ports``) to
+    their PLAINTEXT one (``ports``, the inter-broker listener); ``bootstrap_servers`` names the
+    SASL listeners, ``plaintext_servers`` the others."""
 
-    def __init__(self, config: Mapping[str, str] | None = None, **kwargs) -> None:
-        self.sasl_port = free_port()
-        self.plaintext_port = free_port()
-        controller_port = free_port()
+    def __init__(self, brokers: int = 1, config: Mapping[str, str] | None = None, **kwargs):
         props = {
-            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-            f"PLAINTEXT://127.0.0.1:{self.plaintext_port},"
-            f"CONTROLLER://127.0.0.1:{controller_port}",
-            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
             "connection.failed.authentication.delay.ms": "50",
+            **(config or {}),
         }
-        props.update(config or {})
-        super().__init__(config=props, **kwargs)
-        self.controller_port = controller_port
+        super().__init__(brokers, config=props, **kwargs)
+        self.sasl_ports = [free_port() for _ in range(brokers)]
+        self.sasl_port = self.sasl_ports[0]
+
+    def broker_config(self, node_id: int = 1) -> BrokerConfig:
+        props = dict(super().broker_config(node_id).raw)
+        props["listeners"] = (
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_ports[node_id - 1]}," + props["listeners"]
+        )
+        props["listener.security.protocol.map"] = (
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        )
+        props["inter.broker.listener.name"] = "PLAINTEXT"
+        return BrokerConfig(props)
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
+        return ",".join(f"127.0.0.1:{port}" for port in self.sasl_ports)
 
     @property
     def plaintext_servers(self) -> str:
-        return f"127.0.0.1:{self.plaintext_port}"
+        return super().bootstrap_servers
+
+    @property
+    def plaintext_port(self) -> int:
+        return self.ports[0]
 
 
 class RawSasl:

@@ -402,3 +402,29 @@ def test_sasl_requests_where_no_exchange_is_due_get_illegal_sasl_state(cluster):
         again = raw.call(36, 2, m.SaslAuthenticateRequest(auth_bytes=b"x"))
         assert again.error_code == 34
         assert raw.call(3, 12, m.MetadataRequest(topics=None)).brokers
+
+
+def test_two_brokers_each_authenticate_their_clients():
+    from confluent_kafka import Consumer, Producer
+
+    with SaslCluster(brokers=2) as cluster:
+        topic = _name("two")
+        cluster.create_topic(topic, partitions=4)
+        leaders = {cluster.leader_of((topic, p)).node_id for p in range(4)}
+        assert leaders == {1, 2}  # the broker-only node serves SASL clients too
+        conf = confluent_conf(cluster, "PLAIN")
+        producer = Producer(conf)
+        for p in range(4):
+            producer.produce(topic, value=b"p%d" % p, partition=p)
+        assert producer.flush(30) == 0
+        consumer = Consumer({**conf, "group.id": _name("g"), "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe([topic])
+            got, deadline = set(), time.monotonic() + 60
+            while len(got) < 4 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.add(msg.value())
+        finally:
+            consumer.close()
+        assert got == {b"p0", b"p1", b"p2", b"p3"}
