@@ -8,9 +8,10 @@ closes it with "Unexpected Kafka request of type ... during SASL handshake")::
     HANDSHAKE              SaslHandshake
     AUTHENTICATE           SaslAuthenticate (KIP-152: SASL tokens in Kafka requests)
     AUTHENTICATE_RAW       bare size-prefixed SASL tokens (after SaslHandshake v0, KIP-43)
-    AUTHENTICATED          every request; SaslHandshake starts a re-authentication (KIP-368);
-                           once the session has expired, nothing (re-authenticate before)
+    AUTHENTICATED          every request; SaslHandshake starts a re-authentication (KIP-368)
     REAUTHENTICATE         SaslAuthenticate
+    SESSION_EXPIRED        nothing: AUTHENTICATED becomes this at the session's end, when the
+                           re-authentication that was due has not happened
     FAILED                 nothing (the answer is sent after the failure delay, then the close)
 
 SaslHandshake for a mechanism the listener does not enable is answered
@@ -50,6 +51,7 @@ class SaslState(enum.Enum):
     AUTHENTICATE_RAW = "authenticate (raw tokens)"
     AUTHENTICATED = "authenticated"
     REAUTHENTICATE = "re-authenticate"
+    SESSION_EXPIRED = "session expired"
     FAILED = "failed"
 
 
@@ -71,6 +73,7 @@ ADMITS: dict[SaslState, dict[Any, tuple[Admission, SaslState | None]]] = {
     _S.AUTHENTICATE_RAW: {},  # raw tokens, not requests: see expects_raw_token
     _S.AUTHENTICATED: {SASL_HANDSHAKE: (_A.SASL, None), "*": (_A.SERVE, None)},
     _S.REAUTHENTICATE: {SASL_AUTHENTICATE: (_A.SASL, None)},
+    _S.SESSION_EXPIRED: {},
     _S.FAILED: {},
 }
 
@@ -124,15 +127,6 @@ class SaslAuthenticator:
 
     def admit(self, api_key: int, api_name: str, now_ms: int) -> Admission:
         """May a request of ``api_key`` be read now? SERVE moves on as the table says."""
-        table = ADMITS[self.state]
-        entry = table.get(api_key) or table.get("*")
-        if entry is None:
-            self.close_reason = (
-                f"unexpected {api_name} request during SASL {self.state.value} "
-                "(only ApiVersions and the SASL handshake before authentication)"
-            )
-            return Admission.CLOSE
-        admission, next_state = entry
         # Past the session's end every request closes, a late SaslHandshake too, as Kafka's
         # SocketServer closes an expired channel before looking at the request.
         if (
@@ -140,11 +134,22 @@ class SaslAuthenticator:
             and self.session_expires_ms is not None
             and now_ms >= self.session_expires_ms
         ):
-            self.close_reason = (
-                f"SASL session of {self.principal} expired (connections.max.reauth.ms) "
-                "without re-authentication"
-            )
+            self.state = SaslState.SESSION_EXPIRED
+        table = ADMITS[self.state]
+        entry = table.get(api_key) or table.get("*")
+        if entry is None:
+            if self.state is SaslState.SESSION_EXPIRED:
+                self.close_reason = (
+                    f"SASL session of {self.principal} expired (connections.max.reauth.ms) "
+                    "without re-authentication"
+                )
+            else:
+                self.close_reason = (
+                    f"unexpected {api_name} request during SASL {self.state.value} "
+                    "(only ApiVersions and the SASL handshake before authentication)"
+                )
             return Admission.CLOSE
+        admission, next_state = entry
         if next_state is not None:
             self.state = next_state
         return admission
