@@ -16,6 +16,7 @@ PURE_PACKAGES = [
     "kcore/replica",
     "kcore/mirror",
     "kcore/inspect",
+    "kcore/security",
 ]
 FORBIDDEN = ("trio", "socket", "kcore.server", "kcore.client", "kcore.testing", "kcore.mirror")
 # kcore/inspect renders every file kcore writes, __mirror_state's included: it reads the

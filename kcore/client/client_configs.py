@@ -4,7 +4,8 @@ The console tools (and anyone holding a Kafka ``.properties`` file) pass setting
 :func:`producer_config` and :func:`consumer_config` turn them into the typed dataclasses the
 :class:`~kcore.client.producer.Producer` and :class:`~kcore.client.consumer.Consumer` take.
 Each table lists every setting kcore's client honours with Kafka's default; a name outside it
-(or one kcore does not implement, such as SASL and SSL settings or ``enable.idempotence=true``)
+(or one kcore does not implement, such as SSL settings, SASL mechanisms other than PLAIN and
+SCRAM, or ``enable.idempotence=true``)
 is refused with :class:`ConfigError` rather than ignored, because a setting that silently does
 nothing is worse than one that fails. Values are checked as Kafka's ``ConfigDef`` checks them and
 a bad one is refused with Kafka's wording (``Invalid value x for configuration acks: ...``).
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kcore.client.partitioner import ROUND_ROBIN_PARTITIONER
 from kcore.record.compression import CompressionType
+from kcore.security.sasl_client import SaslClientError, SaslClientSettings, sasl_client_settings
 
 __all__ = ["ConfigError", "ConsumerConfig", "ProducerConfig", "consumer_config", "producer_config"]
 
@@ -127,10 +129,14 @@ def _assignors(name: str, value: str) -> str:
     return "range"
 
 
-def _plaintext(name: str, value: str) -> str:
-    if value.strip().upper() != "PLAINTEXT":
-        raise ConfigError(f"{name}={value} is not supported: kcore's client speaks PLAINTEXT")
-    return "PLAINTEXT"
+def _protocol(name: str, value: str) -> str:
+    v = value.strip().upper()
+    if v not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        raise ConfigError(
+            f"{name}={value} is not supported: kcore's client speaks PLAINTEXT and "
+            "SASL_PLAINTEXT (until TLS is implemented)"
+        )
+    return v
 
 
 Table = Mapping[str, tuple[str, Callable[[str, str], Any]]]
@@ -142,7 +148,9 @@ _COMMON: Table = {
     "retry.backoff.ms": ("retry_backoff_ms", _int(0)),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _int(0)),
     "metadata.max.age.ms": ("metadata_max_age_ms", _int(0)),
-    "security.protocol": ("security_protocol", _plaintext),
+    "security.protocol": ("security_protocol", _protocol),
+    "sasl.mechanism": ("sasl_mechanism", _string),
+    "sasl.jaas.config": ("sasl_jaas_config", _string),
 }
 
 _PRODUCER: Table = {
@@ -205,6 +213,18 @@ class _Common:
     retry_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
     security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "GSSAPI"
+    sasl_jaas_config: str | None = field(default=None, repr=False)  # holds a password
+
+    @property
+    def sasl(self) -> SaslClientSettings | None:
+        """The SASL settings connections authenticate with (None: PLAINTEXT)."""
+        props = {"security.protocol": self.security_protocol, "sasl.mechanism": self.sasl_mechanism}
+        if self.sasl_jaas_config is not None:
+            props["sasl.jaas.config"] = self.sasl_jaas_config
+        if self.security_protocol == "PLAINTEXT":
+            props.pop("sasl.mechanism")
+        return sasl_client_settings(props)
 
 
 @dataclass(frozen=True)
@@ -280,6 +300,10 @@ def _build(cls: type, table: Table, kind: str, props: Mapping[str, str]) -> Any:
         field, parse = entry
         values[field] = parse(name, str(raw))
     config = cls(**values)
+    try:
+        config.sasl  # noqa: B018 - checked now, not at the first connection
+    except SaslClientError as e:
+        raise ConfigError(str(e)) from None
     if kind == "consumer" and config.heartbeat_interval_ms >= config.session_timeout_ms:
         raise ConfigError("heartbeat.interval.ms must be set lower than session.timeout.ms")
     return config

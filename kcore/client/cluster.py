@@ -50,6 +50,7 @@ from kcore.client.connection import (
 )
 from kcore.client.errors import (
     REFRESH_METADATA_ERRORS,
+    AuthenticationFailed,
     ClientError,
     ConnectionFailed,
     NetworkError,
@@ -60,6 +61,7 @@ from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kcore.protocol.messages import Message
+from kcore.security.sasl_client import SaslClientSettings
 
 __all__ = [
     "BrokerInfo",
@@ -264,7 +266,8 @@ class KafkaClient:
     ``connect_timeout`` / ``request_timeout`` / ``max_frame_bytes`` — per connection, see
     :meth:`BrokerConnection.connect`; ``reconnect_backoff`` / ``reconnect_backoff_max`` —
     seconds, per address; ``retry_backoff`` / ``retry_backoff_max`` — seconds between attempts
-    in :meth:`retry`; ``rng`` — the jitter source.
+    in :meth:`retry`; ``rng`` — the jitter source; ``sasl`` — SASL settings every connection
+    authenticates with (:func:`kcore.security.sasl_client.sasl_client_settings`).
 
     No task runs in the background, so the client needs no nursery; :meth:`aclose` closes the
     pooled connections (their in-flight requests fail with ConnectionLost).
@@ -283,8 +286,10 @@ class KafkaClient:
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         rng: random.Random | None = None,
+        sasl: SaslClientSettings | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.sasl = sasl
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -358,6 +363,7 @@ class KafkaClient:
                     connect_timeout=self.connect_timeout,
                     request_timeout=self.request_timeout,
                     max_frame_bytes=self.max_frame_bytes,
+                    sasl=self.sasl,
                 )
             except ConnectionFailed as e:
                 ep.failures += 1
@@ -396,7 +402,9 @@ class KafkaClient:
                 return await self._connect(address)
             except ConnectionFailed as e:
                 errors.append(e)
-        raise ConnectionFailed(
+        # Refused logins everywhere: retrying cannot help (is_retriable says so).
+        refused = bool(errors) and all(isinstance(e, AuthenticationFailed) for e in errors)
+        raise (AuthenticationFailed if refused else ConnectionFailed)(
             "no broker reachable: " + "; ".join(str(e) for e in errors)
         ) from errors[-1]
 

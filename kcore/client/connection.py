@@ -57,6 +57,7 @@ import trio
 
 import kcore
 from kcore.client.errors import (
+    AuthenticationFailed,
     ConnectionFailed,
     ConnectionLost,
     ConnectTimeout,
@@ -71,6 +72,7 @@ from kcore.protocol.errors import KafkaError
 from kcore.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kcore.protocol.messages import Message
 from kcore.protocol.primitives import INT16, INT32
+from kcore.security.sasl_client import SaslClientError, SaslClientExchange, SaslClientSettings
 
 __all__ = [
     "BrokerConnection",
@@ -344,8 +346,10 @@ class BrokerConnection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         client_software_name: str = "kcore",
         client_software_version: str = kcore.__version__,
+        sasl: SaslClientSettings | None = None,
     ) -> BrokerConnection:
-        """Open a TCP connection and negotiate API versions with ApiVersions.
+        """Open a TCP connection and negotiate API versions with ApiVersions, then, with
+        ``sasl``, authenticate (SaslHandshake v1 and SaslAuthenticate, KIP-152).
 
         ``connect_timeout`` bounds the TCP connect and the ApiVersions exchange together;
         ``request_timeout`` is the default timeout of later requests; ``max_frame_bytes`` the
@@ -354,7 +358,8 @@ class BrokerConnection:
 
         Raises :class:`ConnectTimeout` when ``connect_timeout`` passes, and
         :class:`ConnectionFailed` when the broker cannot be reached, breaks the connection or
-        the protocol during ApiVersions, or answers it with an error (the cause is chained).
+        the protocol during ApiVersions, or answers it with an error (the cause is chained);
+        :class:`AuthenticationFailed` (a ConnectionFailed) when it refuses the SASL login.
         """
         limit = math.inf if connect_timeout is None else connect_timeout
         with trio.move_on_after(limit):
@@ -366,6 +371,8 @@ class BrokerConnection:
             conn = cls(stream, core, host=host, port=port, request_timeout=request_timeout)
             try:
                 await conn._negotiate(client_software_name, client_software_version)
+                if sasl is not None:
+                    await conn._authenticate(sasl)
             except ConnectionLost as e:
                 await conn.aclose()
                 raise ConnectionFailed(
@@ -408,6 +415,36 @@ class BrokerConnection:
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         self.api_versions_response = response
         self.api_versions_version = version
+
+    async def _authenticate(self, sasl: SaslClientSettings) -> None:
+        """The SASL exchange, right after ApiVersions (the broker serves nothing else before
+        it). The session lifetime the broker may answer (KIP-368) is not acted on: kcore's
+        tools are short-lived, and a connection the broker closes at expiry is reopened."""
+        handshake = await self._roundtrip(
+            APIS[17], 1, m.SaslHandshakeRequest(mechanism=sasl.mechanism), True
+        )
+        if handshake.error_code:
+            raise AuthenticationFailed(
+                f"{self.address} refused SASL mechanism {sasl.mechanism} "
+                f"({KafkaError(handshake.error_code)}); it enables "
+                f"{', '.join(handshake.mechanisms) or 'none'}"
+            )
+        exchange = SaslClientExchange(sasl)
+        token: bytes | None = exchange.first_token()
+        version = min(self.api_versions.get(36, (0, 0))[1], APIS[36].max_version)
+        while token is not None:
+            response = await self._roundtrip(
+                APIS[36], version, m.SaslAuthenticateRequest(auth_bytes=token), True
+            )
+            if response.error_code:
+                raise AuthenticationFailed(
+                    f"{self.address}: SASL/{sasl.mechanism} authentication as "
+                    f"{sasl.username} failed: {response.error_message or response.error_code}"
+                )
+            try:
+                token = exchange.evaluate(bytes(response.auth_bytes))
+            except SaslClientError as e:
+                raise AuthenticationFailed(f"{self.address}: {e}") from None
 
     # -- versions ------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from kcore.protocol.errors import ErrorCode, KafkaError, error_info
 from kcore.protocol.messages import Message
 
 __all__ = [
+    "AuthenticationFailed",
     "ClientError",
     "ConnectTimeout",
     "ConnectionFailed",
@@ -61,6 +62,11 @@ class NetworkError(ClientError):
 
 class ConnectionFailed(NetworkError):
     """A connection could not be opened (refused, unreachable, or ApiVersions failed)."""
+
+
+class AuthenticationFailed(ConnectionFailed):
+    """The broker refused the client's SASL authentication (wrong credentials, mechanism not
+    enabled); trying again with the same settings cannot succeed."""
 
 
 class ConnectTimeout(ConnectionFailed, trio.TooSlowError):
@@ -107,6 +113,8 @@ def is_retriable(exc: BaseException) -> bool:
     """Whether sending the request again (perhaps elsewhere) may succeed."""
     if isinstance(exc, KafkaError):
         return exc.retriable
+    if isinstance(exc, AuthenticationFailed):
+        return False
     return isinstance(exc, NetworkError | RequestTimeout)
 
 

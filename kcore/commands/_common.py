@@ -20,10 +20,12 @@ from kcore.client.errors import ClientError
 from kcore.commands._joptsimple import help_or_version
 from kcore.properties import load_properties
 from kcore.protocol.errors import KafkaError, error_info
+from kcore.security.sasl_client import SASL_CLIENT_KEYS, SaslClientError, sasl_client_settings
 
 # --command-config keys kcore's admin client honours; anything else is refused rather than
 # ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
 COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
+COMMAND_CONFIG_KEYS |= set(SASL_CLIENT_KEYS)  # SASL_PLAINTEXT with PLAIN or SCRAM
 DEFAULT_TIMEOUT_MS = 30_000
 
 
@@ -39,7 +41,8 @@ def error_text(code: int, message: str | None = None) -> str:
 
 def command_config(path: str | None) -> dict[str, str]:
     """The settings of a ``--command-config`` file (none: empty): only what kcore's admin
-    client honours (:data:`COMMAND_CONFIG_KEYS`, and ``security.protocol=PLAINTEXT``).
+    client honours (:data:`COMMAND_CONFIG_KEYS`: ``security.protocol`` PLAINTEXT or
+    SASL_PLAINTEXT, checked by :func:`~kcore.security.sasl_client.sasl_client_settings`).
 
     Raises:
         Refused: the file cannot be read, or names a setting the client cannot honour.
@@ -50,12 +53,6 @@ def command_config(path: str | None) -> dict[str, str]:
         props = load_properties(path)
     except (OSError, ValueError) as e:
         raise Refused(f"--command-config: cannot read {path}: {e}") from None
-    if props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
-        raise Refused(
-            f"security.protocol={props['security.protocol']} is not supported by kcore's admin "
-            "client (PLAINTEXT only)"
-        )
-    props.pop("security.protocol", None)
     unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
     if unknown:
         raise Refused(
@@ -74,6 +71,10 @@ def apply_command_config(args: argparse.Namespace) -> None:
     except ValueError:
         raise Refused(f"--command-config: {timeout!r} is not a timeout in ms") from None
     args.client_id = props.get("client.id")
+    try:
+        args.sasl = sasl_client_settings(props)
+    except SaslClientError as e:
+        raise Refused(f"--command-config: {e}") from None
 
 
 def _cells(headers: Sequence[str], rows: Iterable[Sequence[Any]], none: str):
@@ -147,6 +148,7 @@ def run_command(
             args.bootstrap_server,
             client_id=getattr(args, "client_id", None) or f"kcore-{name}",
             request_timeout=args.timeout / 1000,
+            sasl=getattr(args, "sasl", None),
         ) as client:
             return await action(client, args)
 

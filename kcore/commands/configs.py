@@ -23,9 +23,9 @@ every mirror is described. ``--alter`` sends one IncrementalAlterConfigs (SET fo
 ``--add-config``, DELETE for ``--delete-config``); a key to delete that the entity does not set
 is refused first, as Kafka refuses it (``Invalid config(s): k``).
 
-kcore serves the entity types ``topics``, ``brokers`` and ``cluster-mirrors``; the other types
-of Kafka's tool (client, user and IP quotas, SCRAM credentials, broker loggers, client metrics,
-group configs) are refused with one line. Exit status 0, 1 when the cluster refused (one line on
+kcore serves the entity types ``topics``, ``brokers``, ``cluster-mirrors`` and ``users`` (SCRAM
+credentials only: :mod:`kcore.commands.configs_users`); the other types of Kafka's tool (client,
+user and IP quotas, broker loggers, client metrics, group configs) are refused with one line. Exit status 0, 1 when the cluster refused (one line on
 stderr), 2 for a usage error.
 """
 
@@ -44,6 +44,7 @@ from kcore.client.admin import (
     incremental_alter_configs,
 )
 from kcore.client.cluster import KafkaClient
+from kcore.commands import configs_users
 from kcore.commands._common import Refused, error_text, run_tool
 from kcore.commands._joptsimple import Option, add_options, help_text
 from kcore.log.config import TOPIC_CONFIGS, ConfigSource
@@ -75,9 +76,12 @@ OPTIONS = [
     Option("alter", "Alter the configuration for the entity."),
     Option("describe", "List configs for the given entity."),
     Option("all", "List all configs for the given entity, including static configs if available."),
-    Option("entity-type", "Type of entity (topics/brokers/cluster-mirrors)", "", repeat=True),
+    Option("entity-type", "Type of entity (topics/brokers/users/cluster-mirrors)", "", repeat=True),
     Option(
-        "entity-name", "Name of entity (topic name/broker id/cluster mirror name)", "", repeat=True
+        "entity-name",
+        "Name of entity (topic name/broker id/user principal name/cluster mirror name)",
+        "",
+        repeat=True,
     ),
     Option(
         "entity-default",
@@ -96,6 +100,7 @@ OPTIONS = [
                 *(s.name for k in TOPIC_CONFIGS.values() for s in k.synonyms),
             },
         )
+        + _valid_keys("users", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
         + _valid_keys(
             "cluster-mirrors", [*mirror_configs.MIRROR_KEYS, *mirror_configs.CLIENT_KEYS]
         ).rstrip("\n"),
@@ -133,9 +138,9 @@ ENTITY_TYPES = {
     # spec's output line says "mirror" (the type's older spelling was "mirrors").
     "cluster-mirrors": EntityType(ConfigResourceType.CLUSTER_MIRROR, "mirror", ConfigSource.UNKNOWN),
 }  # fmt: skip
+USERS = "users"  # SCRAM credentials (kcore/commands/configs_users.py), not in ENTITY_TYPES
 # Kafka's entity types that kcore does not serve.
 NOT_SERVED = {
-    "users": "user quotas and SCRAM credentials",
     "clients": "client quotas",
     "ips": "IP connection quotas",
     "broker-loggers": "broker log levels",
@@ -198,9 +203,9 @@ def _usage(args: argparse.Namespace) -> str | None:
         if kind in NOT_SERVED:
             return (
                 f"kcore does not serve {NOT_SERVED[kind]} (entity type {kind}); it serves "
-                "topics, brokers and cluster-mirrors"
+                "topics, brokers, users (SCRAM credentials) and cluster-mirrors"
             )
-        if kind not in ENTITY_TYPES:
+        if kind not in ENTITY_TYPES and kind != USERS:
             return (
                 f"Invalid entity type {kind}, the entity type must be one of "
                 f"{', '.join(ENTITY_TYPES)} with a --bootstrap-server argument"
@@ -232,6 +237,8 @@ def _usage(args: argparse.Namespace) -> str | None:
             if kind == "brokers":
                 return "An entity-name or default entity must be specified with --alter of brokers"
             return f"An entity name must be specified with --alter of {kind}"
+        if kind == USERS and args.add_config_file is not None:
+            return "--add-config-file is not supported with --entity-type users: use --add-config"
         if args.add_config is not None and args.add_config_file is not None:
             return "Only one of --add-config or --add-config-file must be specified"
         if args.add_config is None and args.add_config_file is None and not args.delete_config:
@@ -284,6 +291,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 async def _run(client: KafkaClient, args: argparse.Namespace) -> int:
+    if args.kind == USERS:
+        to_add = _configs_to_add(args) if args.alter else {}
+        return await configs_users.run(client, args, to_add, _configs_to_delete(args))
     if args.alter:
         return await _alter(client, args)
     return await _describe(client, args)

@@ -9,6 +9,9 @@ Same options as Kafka's tool where they overlap::
     kcore topics --bootstrap-server 127.0.0.1:9092 --alter --topic orders --partitions 6
     kcore topics --bootstrap-server 127.0.0.1:9092 --delete --topic orders
 
+``--command-config F`` takes the admin client's settings (``docs/operations.md``, "The admin
+tools' common options"), SASL included.
+
 Exit status 0 on success, 1 when the cluster refused the operation (the error is printed).
 """
 
@@ -22,6 +25,7 @@ import trio
 from kcore.client.admin import NewTopic, create_topics, delete_topics
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
+from kcore.commands._common import Refused, apply_command_config
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, error_info
 
@@ -37,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--if-not-exists", action="store_true")
     parser.add_argument("--if-exists", action="store_true")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="admin client settings (client.id, request.timeout.ms, SASL: security.protocol, "
+        "sasl.mechanism, sasl.jaas.config)",
+    )
 
 
 def _error(code: int, message: str | None) -> str:
@@ -45,7 +55,12 @@ def _error(code: int, message: str | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with KafkaClient(args.bootstrap_server, client_id="kcore-topics") as client:
+    async with KafkaClient(
+        args.bootstrap_server,
+        client_id=args.client_id or "kcore-topics",
+        request_timeout=args.timeout / 1000,
+        sasl=args.sasl,
+    ) as client:
         if args.create:
             configs = dict(c.split("=", 1) for c in args.config)
             response = await create_topics(
@@ -122,6 +137,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.list and not args.describe and not args.topic:
         print("kcore topics: --topic is required", file=sys.stderr)
         return 2
+    try:
+        apply_command_config(args)
+    except Refused as e:
+        print(f"kcore topics: {e}", file=sys.stderr)
+        return 1
     try:
         return trio.run(_run, args)
     except ClientError as e:

@@ -40,7 +40,8 @@ Operations
 ``create_topics``, ``delete_topics``, ``create_partitions``, ``alter_configs``,
 ``incremental_alter_configs``, ``register_broker``, ``broker_heartbeat``, ``unregister_broker``,
 ``alter_partition``, ``bump_leader_epochs``, ``allocate_producer_ids``, ``update_features``,
-``create_acls``, ``delete_acls``, ``alter_partition_reassignments``,
+``create_acls``, ``delete_acls``, ``alter_user_scram_credentials``,
+``alter_partition_reassignments``,
 ``list_partition_reassignments``, and cluster mirroring's ``create_cluster_mirror``,
 ``delete_cluster_mirror``, ``start_mirror_topics``, ``stop_mirror_topics``,
 ``pause_mirror_topics``, ``resume_mirror_topics`` (:mod:`kcore.metadata.mirror_control`; the
@@ -64,6 +65,7 @@ from kcore.metadata import (
     producer_ids,
     reassignment,
     replication,
+    scram_control,
 )
 from kcore.metadata.bootstrap import bootstrap_records
 from kcore.metadata.cluster_control import BrokerHeartbeatTracker
@@ -275,6 +277,11 @@ class QuorumController:
 
     def delete_acls(self, request: m.DeleteAclsRequest) -> ControllerResult[m.DeleteAclsResponse]:
         return acls.delete_acls(self.ctx, request)
+
+    def alter_user_scram_credentials(
+        self, request: m.AlterUserScramCredentialsRequest
+    ) -> ControllerResult[m.AlterUserScramCredentialsResponse]:
+        return scram_control.alter_user_scram_credentials(self.ctx, request)
 
     # -- cluster mirroring (spec §6.1-6.7) ---------------------------------------------------
 

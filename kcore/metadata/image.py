@@ -42,6 +42,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kcore.protocol import messages as m
+from kcore.security.scram import ScramCredential  # one class for the image and the SASL server
 
 __all__ = [
     "EMPTY_MAPPING",
@@ -382,14 +383,6 @@ class ClientQuotasImage:
     quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
         default_factory=lambda: EMPTY_MAPPING
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from kcore.metadata.delta import registered_extensions
 from kcore.metadata.image import METADATA_VERSION, MetadataImage
+from kcore.metadata.scram_control import credential_record
 from kcore.protocol import messages as m
 from kcore.protocol.messages import Message
 
@@ -113,16 +114,7 @@ def image_records(image: MetadataImage) -> list[Message]:
             )
         )
     for (mechanism, user), cred in image.scram.credentials.items():
-        out.append(
-            m.UserScramCredentialRecord(
-                name=user,
-                mechanism=mechanism,
-                salt=cred.salt,
-                stored_key=cred.stored_key,
-                server_key=cred.server_key,
-                iterations=cred.iterations,
-            )
-        )
+        out.append(credential_record(user, mechanism, cred))
     for token_id, tok in image.delegation_tokens.tokens.items():
         out.append(
             m.DelegationTokenRecord(

@@ -59,6 +59,7 @@ from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.replica_manager import ReplicaManager
+from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
 from kcore.server.controller_channel import ControllerChannel
@@ -463,7 +464,9 @@ class KafkaBroker:
             kind = CONTROLLER if listener.name in controller_names else BROKER
             host = listener.host or "0.0.0.0"
             # Client listeners wait for the first metadata catch-up (see run()).
-            specs.append(ListenerSpec(listener.name, host, listener.port, kind, kind == CONTROLLER))
+            sasl = self.config.sasl_listeners.get(listener.name)
+            early = kind == CONTROLLER
+            specs.append(ListenerSpec(listener.name, host, listener.port, kind, early, sasl))
         return specs
 
     def request_stop(self) -> None:
@@ -486,7 +489,11 @@ class KafkaBroker:
                 ControllerConfig.from_properties(config.effective, cluster_id=self.cluster_id)
             )
             self.controller_service = ControllerService(
-                self.node_id, controller, self.quorum, image=lambda: self.metadata_image
+                self.node_id,
+                controller,
+                self.quorum,
+                image=lambda: self.metadata_image,
+                bootstrap=read_bootstrap(config.metadata_log_dir),  # kcore format --add-scram
             )
         try:
             async with trio.open_nursery() as nursery:

@@ -96,6 +96,7 @@ from kcore.properties import (  # re-exported: the server reads its files with t
     parse_properties,
 )
 from kcore.raft.config import parse_quorum_voters
+from kcore.security.sasl_config import SASL_KEYS, sasl_listener_configs
 from kcore.server.listeners import (  # re-exported: part of the configuration's vocabulary
     SECURITY_PROTOCOLS,
     Listener,
@@ -355,6 +356,7 @@ _KEYS = [
        "A partition whose source leader is unreachable this long goes FAILED.", kcore_only=True),
     _k("mirror.failed.max.retries", _I, 5, _R0,
        "Automatic retries before a partition stays FAILED (D-13).", kcore_only=True),
+    *(_k(*spec) for spec in SASL_KEYS),  # kcore/security/sasl_config.py
 ]  # fmt: skip
 
 BROKER_CONFIGS: Mapping[str, ServerConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -791,6 +793,7 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         v["listener_security_protocol_map"],
     )
     validate_admin(v)
+    v["sasl_listeners"] = sasl_listener_configs(v, raw)  # SaslListenerConfig by listener name
 
 
 def _effective_text(values: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, str]:

@@ -66,6 +66,7 @@ CONTROLLER_APIS: dict[str, ControllerApi] = {
         ControllerApi(44, "incremental_alter_configs"),
         ControllerApi(45, "alter_partition_reassignments", takes_version=True),
         ControllerApi(46, "list_partition_reassignments"),
+        ControllerApi(51, "alter_user_scram_credentials"),
         ControllerApi(56, "alter_partition", takes_version=True),
         ControllerApi(57, "update_features", takes_version=True),
         ControllerApi(62, "register_broker", takes_now=True),

@@ -45,9 +45,13 @@ class ControllerService:
         quorum: Any,
         *,
         image: Callable[[], Any] | None = None,
+        bootstrap: list[Any] | None = None,
     ) -> None:
         """``image()`` returns the latest committed metadata image (after a snapshot load the
-        controller restarts from it; it must be registered as a snapshot listener first)."""
+        controller restarts from it; it must be registered as a snapshot listener first).
+        ``bootstrap``: the records an empty log starts with (``bootstrap.checkpoint``), else
+        the defaults."""
+        self._bootstrap = bootstrap
         self.node_id = node_id
         self.controller = controller
         self.quorum = quorum
@@ -137,7 +141,7 @@ class ControllerService:
         while True:
             if self._active and not activated:
                 async with self._lock:
-                    result = self.controller.activate(_now_ms())
+                    result = self.controller.activate(_now_ms(), bootstrap=self._bootstrap)
                     last = await self._append(result.records) if self._active else None
                 activated = True
                 if last is not None:

@@ -12,9 +12,9 @@ from kcore.log.config import InvalidConfigError, invalid_value
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # What kcore can serve today. The other protocols parse (a Kafka server.properties keeps its
-# meaning) but a node using one refuses to start: serving SSL or SASL listeners as plaintext
-# would hand an operator who asked for TLS and authentication neither (issue #18 adds them).
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# meaning) but a node using one refuses to start: serving SSL listeners as plaintext would hand
+# an operator who asked for TLS none (issue #18 adds it). SASL: kcore/security/sasl_config.py.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
 
 class Listener(NamedTuple):
@@ -121,8 +121,8 @@ def refuse_unserved_security_protocols(
         raise InvalidConfigError(
             key,
             f"{what} uses security protocol {protocol}, which kcore does not support yet: "
-            f"only {', '.join(SERVED_SECURITY_PROTOCOLS)} listeners can be served until TLS and "
-            "SASL are implemented (issue #18)",
+            f"only {', '.join(SERVED_SECURITY_PROTOCOLS)} listeners can be served until TLS is "
+            "implemented (issue #18)",
         )
 
     for listener in listeners:

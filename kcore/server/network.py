@@ -37,6 +37,15 @@ and answered with UNKNOWN_SERVER_ERROR where the response has an error code, els
 connection is closed. Nothing a client sends can stop the listener or other connections.
 Idle connections are closed after ``connections.max.idle.ms``.
 
+Authentication: each connection has a ``principal`` (``User:ANONYMOUS`` until something
+establishes another), which every request's :class:`RequestContext` carries to the authorizer.
+On a SASL listener (:attr:`ListenerSpec.sasl`) the connection's
+:class:`~kcore.security.authenticator.SaslAuthenticator` is asked before each request whether
+it is served, answered by the authenticator (SaslHandshake, SaslAuthenticate, bare tokens after
+SaslHandshake v0: :mod:`kcore.server.sasl_shell`), or closes the connection (anything but
+ApiVersions before authentication, any request past the session lifetime); a failed
+authentication is answered, then the connection is closed.
+
 Startup: the controller listeners are served as soon as they are bound (the metadata quorum
 needs them to catch up). The client listeners wait for
 :meth:`KafkaServer.enable_request_processing`, which the broker calls once it has caught up with
@@ -72,6 +81,8 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.security.authenticator import Admission
+from kcore.server import sasl_shell
 from kcore.server.registry import CONTROLLER, EncodedResponse, HandlerRegistry
 from kcore.server.request_metrics import FETCH_KEY, RequestMetrics
 
@@ -121,6 +132,8 @@ class ListenerSpec:
     # Served at once; otherwise only after KafkaServer.enable_request_processing() (see the
     # module docstring). Kafka starts its controller listeners early and the others last.
     early_start: bool = True
+    # A SASL listener's settings (kcore.security.sasl_config.SaslListenerConfig), else None.
+    sasl: Any = None
 
 
 @dataclass(slots=True)
@@ -279,6 +292,14 @@ class _Connection:
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
+        # Who the client is, for the authorizer: SASL sets it once the client authenticated.
+        self.principal = "User:ANONYMOUS"
+        self.sasl = sasl_shell.new_authenticator(spec, server.state)
+        if self.sasl is not None:  # until authenticated (sasl.server.max.receive.size)
+            self.decoder.max_frame_bytes = min(
+                server.limits.max_frame_bytes, self.sasl.config.max_receive_size
+            )
+        self._close_after: str | None = None  # close once this answer is sent (failed auth)
 
     def stop_after_current(self) -> None:
         """Close once the request being processed (if any) is answered (graceful shutdown)."""
@@ -376,8 +397,13 @@ class _Connection:
         parts = await self._handle(frame)
         if parts:
             await self._send(parts)
+        if self._close_after is not None:
+            raise _CloseConnection(self._close_after)
 
     async def _handle(self, frame: bytes) -> list[Any] | None:
+        if self.sasl is not None and self.sasl.expects_raw_token:  # after SaslHandshake v0
+            parts, self._close_after = await sasl_shell.answer_raw_token(self, self.sasl, frame)
+            return parts
         try:
             request = decode_request(frame)
         except UnsupportedVersion as e:
@@ -394,6 +420,13 @@ class _Connection:
             raise _CloseConnection(
                 f"{request.api.name} v{version} is not served on listener {self.spec.name}"
             )
+        if self.sasl is not None:  # before authentication only ApiVersions and SASL
+            admission = self.sasl.admit(api_key, request.api.name, int(trio.current_time() * 1000))
+            if admission is Admission.CLOSE:
+                raise _CloseConnection(self.sasl.close_reason)
+            if admission is Admission.SASL:
+                parts, self._close_after = await sasl_shell.answer_request(self, self.sasl, request)
+                return parts
         ctx = RequestContext(
             header=request.header,
             api_key=api_key,
@@ -405,6 +438,7 @@ class _Connection:
             client_host=self.peer,
             connection_id=self.id,
             server=self.server.state,
+            principal=self.principal,
         )
         metrics = self.server.metrics
         started = perf_counter()

@@ -57,10 +57,11 @@ def test_configs_help_is_kafkas_layout_and_the_wrapper_prints_it():
     ]
     assert "--alter                                Alter the configuration for the entity." in lines
     # joptsimple breaks after a hyphen too ("cluster-").
-    at = lines.index(
-        "--entity-type <String>                 Type of entity (topics/brokers/cluster-"
+    at = lines.index("--entity-type <String>                 Type of entity")
+    assert (
+        lines[at + 1] == "                                         (topics/brokers/users/cluster-"
     )
-    assert lines[at + 1] == "                                         mirrors)"
+    assert lines[at + 2] == "                                         mirrors)"
     assert "--topic <String>                       The topic's name." in lines
 
 
@@ -186,7 +187,8 @@ def test_configs_cluster_mirror_entity_alter_and_describe(cluster, tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--describe", "--entity-type", "users"], "kcore does not serve user quotas"),
+        (["--describe", "--entity-type", "users", "--entity-default"], "--entity-default must not be specified with --describe of users"),  # user quotas
+        (["--alter", "--entity-type", "users", "--add-config", "a=1"], "An entity name must be specified with --alter of users"),
         (["--describe", "--entity-type", "clients", "--entity-name", "c"], "client quotas"),
         (["--describe", "--entity-type", "ips"], "IP connection quotas"),
         (["--describe", "--entity-type", "things"], "Invalid entity type things"),
@@ -233,9 +235,12 @@ def test_configs_unreachable_broker_and_command_config_errors(cluster, tmp_path)
     down = kcore("configs", "--bootstrap-server", "127.0.0.1:1", "--describe", "--topic", "t")
     assert down.returncode == 1 and "127.0.0.1:1" in one_line(down)
     props = tmp_path / "admin.properties"
-    props.write_text("sasl.mechanism=PLAIN\n")
+    props.write_text("sasl.mechanism=PLAIN\n")  # SASL without SASL_PLAINTEXT: not honoured
     refused = configs(cluster, "--describe", "--topic", "t", "--command-config", str(props))
-    assert "does not support sasl.mechanism" in one_line(refused)
+    assert "sasl.mechanism given with security.protocol=PLAINTEXT" in one_line(refused)
+    props.write_text("ssl.truststore.location=/x\n")
+    refused = configs(cluster, "--describe", "--topic", "t", "--command-config", str(props))
+    assert "does not support ssl.truststore.location" in one_line(refused)
     props.write_text("client.id=ops-tool\nrequest.timeout.ms=5000\n")
     topic = _topic(cluster)
     ok = configs(cluster, "--describe", "--topic", topic, "--command-config", str(props))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kcore.server import sasl_shell
 from kcore.server.handlers import (
     acls,
     api_versions,
@@ -15,6 +16,7 @@ from kcore.server.handlers import (
     mirror_states,
     offsets,
     produce,
+    scram,
     topics,
     transactions,
 )
@@ -35,6 +37,8 @@ FAMILIES = (
     acls,
     cluster_mirrors,
     mirror_states,
+    scram,
+    sasl_shell,  # SaslHandshake / SaslAuthenticate where no authenticator answers them
 )
 
 

@@ -12,8 +12,8 @@ and the sender retries with the new leader.
 Authorization (with an authorizer, as Kafka's ``ControllerApis``): the brokers' own APIs
 (BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, and cluster
 mirroring's BumpLeaderEpochs) need CLUSTER_ACTION,
-UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls and DeleteAcls ALTER on the
-cluster, AlterPartitionReassignments ALTER and ListPartitionReassignments DESCRIBE on the
+UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls, DeleteAcls and
+AlterUserScramCredentials ALTER on the cluster, AlterPartitionReassignments ALTER and ListPartitionReassignments DESCRIBE on the
 cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
 the broker that forwards one has already authorized its client, so a caller with CLUSTER_ACTION
 (a broker) is trusted with CreateTopics, DeleteTopics, CreatePartitions and the config changes;
@@ -50,6 +50,7 @@ CLUSTER_OPERATION = {
     31: AclOperation.ALTER,  # DeleteAcls
     45: AclOperation.ALTER,  # AlterPartitionReassignments
     46: AclOperation.DESCRIBE,  # ListPartitionReassignments
+    51: AclOperation.ALTER,  # AlterUserScramCredentials
     56: AclOperation.CLUSTER_ACTION,  # AlterPartition
     57: AclOperation.ALTER,  # UpdateFeatures
     62: AclOperation.CLUSTER_ACTION,  # BrokerRegistration
@@ -113,6 +114,15 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
         R = m.DeleteAclsResponse
         return R(
             filter_results=_each_failed(R.DeleteAclsFilterResult, request.filters, code, message)
+        )
+    if api_key == 51:
+        R = m.AlterUserScramCredentialsResponse
+        users = dict.fromkeys(c.name for c in (*request.deletions, *request.upsertions))
+        return R(
+            results=[
+                R.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
+                for u in users
+            ]
         )
     if api_key in (33, 44):
         R = m.AlterConfigsResponse if api_key == 33 else m.IncrementalAlterConfigsResponse
