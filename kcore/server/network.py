@@ -71,6 +71,7 @@ from kcore.protocol import (
     encode_response,
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.security.tls_transport import ANONYMOUS, HandshakeFailed
 from kcore.server.registry import EncodedResponse, HandlerRegistry
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,9 @@ class ListenerSpec:
     # Served at once; otherwise only after KafkaServer.enable_request_processing() (see the
     # module docstring). Kafka starts its controller listeners early and the others last.
     early_start: bool = True
+    # SSL and SASL_SSL listeners: a kcore.security.tls_transport.TlsListener (its current
+    # context; replaced on certificate reload). None: plaintext.
+    tls: Any = None
 
 
 @dataclass(slots=True)
@@ -274,6 +278,10 @@ class _Connection:
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
+        # Who the client is, for the authorizer: from its certificate on a TLS listener with
+        # ssl.client.auth, else User:ANONYMOUS.
+        self.principal = ANONYMOUS
+        self._tls = None  # a TlsChannel on a TLS listener, after the handshake
 
     def stop_after_current(self) -> None:
         """Close once the request being processed (if any) is answered (graceful shutdown)."""
@@ -285,6 +293,14 @@ class _Connection:
         with trio.CancelScope() as self._scope:
             if self._stopping:
                 return
+            if self.spec.tls is not None:
+                # In this connection's own task, under a timeout: a slow or garbage handshake
+                # stalls nobody else.
+                try:
+                    self._tls = await self.spec.tls.accept(self.stream)
+                except HandshakeFailed as e:
+                    raise _CloseConnection(f"failed authentication ({e})") from None
+                self.principal = self._tls.principal
             await self._serve()
 
     async def _serve(self) -> None:
@@ -326,38 +342,42 @@ class _Connection:
                     self._busy = False
                 if self._stopping:
                     return
-            # Straight from the socket, as the writes go (trio's SocketStream.receive_some costs
-            # ~10 us more per read in wrappers and checkpoints).
             target = decoder.receive_buffer()
-            if target is not None:
-                # A large request (a produce of many batches) is received in place: the
-                # kernel's copy is the only one.
-                read = _reader_into(fd, target)
-            else:
+            want = 0
+            if target is None:
                 # Small frames share the decoder's buffer; a frame in progress is read in
                 # large pieces (fewer wake-ups and joins).
                 pending = decoder.pending_frame_size() or 0
                 want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
-                read = _reader(fd, want)
-            try:
-                got = read()
-            except BlockingIOError:
-                got = None
-            if got is None:
-                while got is None:
-                    idle_scope.deadline = trio.current_time() + idle
-                    await trio.lowlevel.wait_readable(sock)
-                    if idle_scope.cancel_called:  # readable just as the idle timeout expired
-                        raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
-                    idle_scope.deadline = math.inf
-                    try:
-                        got = read()
-                    except BlockingIOError:
-                        got = None
+            if self._tls is not None:
+                got = await self._tls_read(idle_scope, idle, target, want)
             else:
-                # Data already there: yield once anyway, as the wait would have (one yield per
-                # read keeps a pipelining client from starving the other connections).
-                await trio.lowlevel.checkpoint()
+                # Straight from the socket, as the writes go (trio's SocketStream.receive_some
+                # costs ~10 us more per read in wrappers and checkpoints). A large request (a
+                # produce of many batches) is received in place: the kernel's copy is the only
+                # one.
+                read = _reader_into(fd, target) if target is not None else _reader(fd, want)
+                try:
+                    got = read()
+                except BlockingIOError:
+                    got = None
+                if got is None:
+                    while got is None:
+                        idle_scope.deadline = trio.current_time() + idle
+                        await trio.lowlevel.wait_readable(sock)
+                        if idle_scope.cancel_called:  # readable just as the idle timeout expired
+                            raise _CloseConnection(
+                                f"idle for {idle:.0f} s (connections.max.idle.ms)"
+                            )
+                        idle_scope.deadline = math.inf
+                        try:
+                            got = read()
+                        except BlockingIOError:
+                            got = None
+                else:
+                    # Data already there: yield once anyway, as the wait would have (one yield
+                    # per read keeps a pipelining client from starving the other connections).
+                    await trio.lowlevel.checkpoint()
             if not got:
                 if decoder.buffered:
                     log.debug("connection %d closed mid-frame", self.id)
@@ -366,6 +386,16 @@ class _Connection:
                 decoder.advance(got)
             else:
                 decoder.receive_data(got)
+
+    async def _tls_read(self, idle_scope: trio.CancelScope, idle: float, target, want: int):
+        """One TLS read: the bytes, or their count when read into ``target`` (a large frame)."""
+        idle_scope.deadline = trio.current_time() + idle
+        got = await self._tls.receive(len(target) if target is not None else want)
+        idle_scope.deadline = math.inf
+        if target is None:
+            return got
+        target[: len(got)] = got
+        return len(got)
 
     async def _answer(self, frame: bytes) -> None:
         parts = await self._handle(frame)
@@ -400,6 +430,7 @@ class _Connection:
             client_host=self.peer,
             connection_id=self.id,
             server=self.server.state,
+            principal=self.principal,
         )
         try:
             response = await spec.handler(ctx, request.body)
@@ -416,7 +447,11 @@ class _Connection:
 
     async def _send(self, parts: list[Any]) -> None:
         """Write a response: byte parts with ``os.writev`` (no joining copy), file slices with
-        ``os.sendfile``. Waits only while the socket's send buffer is full."""
+        ``os.sendfile``. Waits only while the socket's send buffer is full. On TLS, one
+        encrypted write of them all (see kcore/security/tls_transport.py)."""
+        if self._tls is not None:
+            await self._tls.send(parts)
+            return
         sock = self.stream.socket
         fd = sock.fileno()
         if fd < 0:

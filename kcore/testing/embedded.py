@@ -56,7 +56,10 @@ class EmbeddedCluster:
         *,
         config: Mapping[str, str] | None = None,
         data_dir: str | Path | None = None,
+        extra_listeners: tuple[str, ...] = (),
     ) -> None:
+        """``extra_listeners``: more ``NAME://host:port`` listeners of node 1 (an SSL one,
+        say; ``config`` then maps their names in ``listener.security.protocol.map``)."""
         if brokers < 1:
             raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
@@ -65,6 +68,7 @@ class EmbeddedCluster:
         self.port = self.ports[0]
         self.controller_port = free_port()
         self._overrides = dict(config or {})
+        self._extra_listeners = tuple(extra_listeners)
         self.brokers: list[Any] = []  # the running nodes, node 1 first
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -96,8 +100,12 @@ class EmbeddedCluster:
         }
         if node_id == 1:
             props["process.roles"] = "broker,controller"
-            props["listeners"] = (
-                f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            props["listeners"] = ",".join(
+                (
+                    f"PLAINTEXT://127.0.0.1:{port}",
+                    *self._extra_listeners,
+                    f"CONTROLLER://127.0.0.1:{self.controller_port}",
+                )
             )
             props["log.dirs"] = str(self.data_dir / "logs")
         else:

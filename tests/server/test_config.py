@@ -487,7 +487,7 @@ def test_listener_parsing_reads_every_kafka_security_protocol():
     assert [x.security_protocol for x in listeners] == ["SASL_SSL", "SSL", "SASL_PLAINTEXT"]
 
 
-_UNSERVED = "which kcore does not support yet: only PLAINTEXT listeners can be served until TLS "
+_UNSERVED = "which kcore does not support yet: only PLAINTEXT"
 
 
 @pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
@@ -544,6 +544,7 @@ _UNSERVED = "which kcore does not support yet: only PLAINTEXT listeners can be s
     ],
 )
 def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, protocol):
+    # Each case's listener is a controller or the inter-broker listener: PLAINTEXT only there.
     props = {k: v.replace("{p}", protocol) for k, v in props.items()}
     with pytest.raises(InvalidConfigError) as err:
         BrokerConfig(props)
@@ -551,6 +552,32 @@ def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, 
     message = err.value.message
     assert message.startswith(named.replace("{p}", protocol) + _UNSERVED), message
     assert message.endswith("(issue #18)") and "\n" not in message
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_broker_config_refuses_sasl_client_listeners(protocol):
+    props = {
+        "listeners": "PLAINTEXT://:9092,CLIENT://:9094,CONTROLLER://:9093",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CLIENT:{protocol},"
+        "CONTROLLER:PLAINTEXT",
+    }
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig(props)
+    assert err.value.message == (
+        f"Listener CLIENT://:9094 uses security protocol {protocol}, which kcore does not "
+        "support yet: only PLAINTEXT, SSL client listeners can be served until SASL is "
+        "implemented (issue #18)"
+    )
+
+
+def test_broker_config_serves_an_ssl_client_listener():
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,CLIENT://:9094,CONTROLLER://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:SSL,CONTROLLER:PLAINTEXT",
+        }
+    )
+    assert [x.security_protocol for x in config.listeners] == ["PLAINTEXT", "SSL", "PLAINTEXT"]
 
 
 def test_broker_config_refusing_a_listener_does_not_warn_about_its_ssl_keys(caplog):

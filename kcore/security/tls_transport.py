@@ -1,0 +1,208 @@
+"""The TLS side of a connection: handshake, principal, reads and response writes (Trio shell).
+
+A TLS listener holds a :class:`TlsListener`: its current ``ssl.SSLContext`` (replaced when the
+broker's dynamic ``listener.name.<l>.ssl.*`` configs change: new connections get the new
+certificate, open ones keep the session they have) and its principal mapper.
+
+Each accepted connection does its handshake in its **own** task, bounded by
+``kcore.ssl.handshake.timeout.ms``: a slow client, a port scanner or a PLAINTEXT client (whose
+first bytes are no ClientHello) costs only its own task, and is closed with
+:class:`HandshakeFailed` (logged with the client's address, as Kafka logs a failed SSL
+authentication). The channel then reads with ``SSLStream.receive_some`` and writes a response
+in one ``send_all``: the byte parts and the file slices of a fetch are gathered into one buffer
+(a slice with one ``os.preadv`` straight into it; ``sendfile`` is impossible when the kernel
+does not do the encryption), so each response is encrypted in as few TLS records as the 16 KiB
+record limit allows, with no per-part Python work.
+
+The principal (Kafka's ``DefaultKafkaPrincipalBuilder``): ``User:ANONYMOUS`` without a client
+certificate (``ssl.client.auth=none``, or ``requested`` and none sent), else ``User:`` + the
+certificate subject (RFC 2253) through ``ssl.principal.mapping.rules``; a subject no rule maps
+fails the handshake.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from kcore.log.config import InvalidConfigError
+from kcore.security.principal_mapping import NoMatchingRule, rfc2253_name
+from kcore.security.tls_config import (
+    TLS_PROTOCOLS,
+    TlsSettings,
+    build_server_context,
+    is_tls_dynamic_key,
+    resolve,
+)
+
+__all__ = ["ANONYMOUS", "HandshakeFailed", "TlsChannel", "TlsListener", "TlsListeners"]
+
+log = logging.getLogger(__name__)
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class HandshakeFailed(Exception):
+    """The TLS handshake did not complete (the message says why); close the connection."""
+
+
+class TlsListener:
+    """One TLS listener's current context and principal mapper."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self.settings = settings
+        self.context = build_server_context(settings)
+        self.mapper = settings.principal_mapper()
+        self.timeout_s = settings.handshake_timeout_s
+        self._files = _file_stamps(settings)
+
+    def reconfigure(self, settings: TlsSettings) -> bool:
+        """Serve ``settings`` from now on, if they or the store files they name changed.
+        Raises InvalidConfigError (and keeps the old context) when they do not load."""
+        files = _file_stamps(settings)
+        if settings == self.settings and files == self._files:
+            return False
+        context, mapper = build_server_context(settings), settings.principal_mapper()
+        self.settings, self.context, self.mapper = settings, context, mapper
+        self.timeout_s = settings.handshake_timeout_s
+        self._files = files
+        return True
+
+    async def accept(self, stream: trio.SocketStream) -> TlsChannel:
+        """Handshake over ``stream``; the channel, with the client's principal.
+
+        Raises:
+            HandshakeFailed: no handshake in time, bad TLS, a refused or unmapped certificate.
+        """
+        tls = trio.SSLStream(stream, self.context, server_side=True)
+        mapper = self.mapper
+        with trio.move_on_after(self.timeout_s) as scope:
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as e:
+                cause = e.__cause__
+                reason = cause.reason if isinstance(cause, ssl.SSLError) and cause.reason else None
+                raise HandshakeFailed(f"SSL handshake failed: {reason or cause or e}") from None
+        if scope.cancelled_caught:
+            raise HandshakeFailed(f"SSL handshake not done in {self.timeout_s:g} s")
+        cert = tls.getpeercert()
+        principal = ANONYMOUS
+        if cert and cert.get("subject"):
+            try:
+                principal = "User:" + mapper.name(rfc2253_name(cert["subject"]))
+            except NoMatchingRule as e:
+                raise HandshakeFailed(str(e)) from None
+        return TlsChannel(tls, principal)
+
+
+def _file_stamps(settings: TlsSettings) -> tuple:
+    """(path, mtime, size) of the store files, to see a file replaced under the same name."""
+    stamps = []
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        path = settings.get(key)
+        if path:
+            try:
+                st = os.stat(path)
+                stamps.append((path, st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                stamps.append((path, None))
+    return tuple(stamps)
+
+
+class TlsListeners:
+    """The TLS listeners of a node, built from its configuration at startup (a store that does
+    not load, or a value kcore cannot honour, stops the node there: InvalidConfigError), and
+    reconfigured from its dynamic broker configs."""
+
+    def __init__(self, config) -> None:
+        self._static = dict(config.raw)
+        self._dynamic: dict[str, str] = {}
+        self.listeners: dict[str, TlsListener] = {
+            listener.name: TlsListener(resolve(listener.name, [self._static]))
+            for listener in config.listeners
+            if listener.security_protocol in TLS_PROTOCOLS
+        }
+
+    def get(self, name: str) -> TlsListener | None:
+        return self.listeners.get(name)
+
+    def on_dynamic_configs(self, dynamic: Mapping[str, str]) -> list[str]:
+        """Apply this broker's dynamic configs (``listener.name.<l>.ssl.*``), and re-read
+        store files replaced since they were loaded; the listeners whose context changed. One
+        whose new stores do not load keeps its old context (the error is logged): AlterConfigs
+        checked them already, so only a file changed since then gets here."""
+        self._dynamic = dict(dynamic)
+        changed = []
+        for name, listener in self.listeners.items():
+            settings = resolve(name, [self._static, dynamic])
+            try:
+                if listener.reconfigure(settings):
+                    changed.append(name)
+                    log.info("listener %s: TLS settings reloaded for new connections", name)
+            except InvalidConfigError as e:
+                log.error("listener %s keeps its TLS settings: %s", name, e.message)
+        return changed
+
+    def reload_files(self) -> list[str]:
+        """Re-read the store files replaced under the same names (Kafka reloads them on an
+        AlterConfigs that sets a listener's keystore to the same path)."""
+        return self.on_dynamic_configs(self._dynamic)
+
+    def check_update(self, current: Mapping[str, str], entries, incremental: bool) -> str | None:
+        """Why an AlterConfigs (``incremental``: IncrementalAlterConfigs) of this broker's
+        resource would leave a TLS listener unable to load its stores, or None. Kafka's
+        ``DynamicBrokerConfig.validate`` does the same on the broker before it forwards."""
+        if not any(is_tls_dynamic_key(e.name) for e in entries):
+            return None
+        if incremental:  # SET = 0, DELETE = 1 (APPEND/SUBTRACT: on lists; the result is text)
+            new = dict(current)
+            for e in entries:
+                if e.config_operation == 1:
+                    new.pop(e.name, None)
+                elif e.config_operation == 0 and e.value is not None:
+                    new[e.name] = e.value
+        else:  # legacy AlterConfigs replaces the resource's overrides
+            new = {e.name: e.value for e in entries if e.value is not None}
+        for name in self.listeners:
+            try:
+                build_server_context(resolve(name, [self._static, new]))
+            except InvalidConfigError as e:
+                return e.message
+        return None
+
+
+class TlsChannel:
+    """A connection's TLS stream after the handshake."""
+
+    __slots__ = ("stream", "principal")
+
+    def __init__(self, stream: trio.SSLStream, principal: str) -> None:
+        self.stream = stream
+        self.principal = principal
+
+    async def receive(self, want: int) -> bytes:
+        """Up to ``want`` bytes of plaintext; ``b""`` at EOF."""
+        return await self.stream.receive_some(want)
+
+    async def send(self, parts: list[Any]) -> None:
+        """One response: bytes parts and file slices (``fileno()``, ``position``,
+        ``length``), gathered into one buffer and sent at once."""
+        size = sum(len(p) for p in parts)
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        at = 0
+        for part in parts:
+            length = len(part)
+            if isinstance(part, bytes | bytearray | memoryview):
+                view[at : at + length] = part
+            elif length:
+                got = os.preadv(part.fileno(), [view[at : at + length]], part.position)
+                if got != length:  # the file is shorter than the slice: truncated under us
+                    raise trio.BrokenResourceError("segment file shrank while it was being sent")
+            at += length
+        await self.stream.send_all(buffer)
