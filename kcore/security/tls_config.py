@@ -204,28 +204,38 @@ def _versions(settings: TlsSettings) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
     return _VERSIONS[_ORDER[indexes[0]]], _VERSIONS[_ORDER[indexes[-1]]]
 
 
-def _ciphers(settings: TlsSettings, context: ssl.SSLContext, top: ssl.TLSVersion) -> None:
+def _ciphers(settings: TlsSettings, context: ssl.SSLContext) -> None:
+    """``ssl.cipher.suites`` as Java applies it: a version none of whose suites is listed
+    cannot be negotiated, so TLS 1.3 is left out when the list names only TLS 1.2 suites, and
+    TLS 1.2 and below when it names only TLS 1.3 ones."""
     suites = settings.list("ssl.cipher.suites")
     if not suites:
         return
     tls13 = {s for s in suites if s in _TLS13_SUITES}
     enabled13 = {c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.3"}
-    if top is ssl.TLSVersion.TLSv1_3 and tls13 != enabled13:
+    if tls13 and tls13 != enabled13:
         raise _refuse(
             settings,
             "ssl.cipher.suites",
             "TLS 1.3 suites cannot be chosen one by one here: list all of "
-            f"{', '.join(sorted(enabled13))}, or none and leave TLSv1.3 out of "
-            "ssl.enabled.protocols",
+            f"{', '.join(sorted(enabled13))}, or none (TLS 1.3 is then not served)",
         )
     legacy = [_IANA_TO_OPENSSL.get(s, s) for s in suites if s not in _TLS13_SUITES]
-    if legacy:
+    if not tls13:
+        context.maximum_version = min(context.maximum_version, ssl.TLSVersion.TLSv1_2)
+    if not legacy:
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+    else:
         try:
             context.set_ciphers(":".join(legacy))
         except ssl.SSLError:
             raise _refuse(
                 settings, "ssl.cipher.suites", f"no usable suite in {','.join(legacy)}"
             ) from None
+    if context.minimum_version > context.maximum_version:
+        raise _refuse(
+            settings, "ssl.cipher.suites", "no listed suite is usable with ssl.enabled.protocols"
+        )
 
 
 def _check_store_types(settings: TlsSettings) -> None:
@@ -323,7 +333,7 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     low, high = _versions(settings)
     context.minimum_version, context.maximum_version = low, high
-    _ciphers(settings, context, high)
+    _ciphers(settings, context)
     _load_key_pair(settings, context)
     context.verify_mode = {
         "required": ssl.CERT_REQUIRED,
