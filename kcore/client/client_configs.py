@@ -4,21 +4,25 @@ The console tools (and anyone holding a Kafka ``.properties`` file) pass setting
 :func:`producer_config` and :func:`consumer_config` turn them into the typed dataclasses the
 :class:`~kcore.client.producer.Producer` and :class:`~kcore.client.consumer.Consumer` take.
 Each table lists every setting kcore's client honours with Kafka's default; a name outside it
-(or one kcore does not implement, such as SASL and SSL settings or ``enable.idempotence=true``)
+(or one kcore does not implement, such as SASL settings or ``enable.idempotence=true``)
 is refused with :class:`ConfigError` rather than ignored, because a setting that silently does
 nothing is worse than one that fails. Values are checked as Kafka's ``ConfigDef`` checks them and
 a bad one is refused with Kafka's wording (``Invalid value x for configuration acks: ...``).
+``security.protocol=SSL`` with Kafka's client ``ssl.*`` keys (PEM stores) gives a TLS client.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kcore.client.partitioner import ROUND_ROBIN_PARTITIONER
+from kcore.log.config import InvalidConfigError
 from kcore.record.compression import CompressionType
+from kcore.security.tls_config import CLIENT_SSL_KEYS, build_client_context
 
 __all__ = ["ConfigError", "ConsumerConfig", "ProducerConfig", "consumer_config", "producer_config"]
 
@@ -127,10 +131,13 @@ def _assignors(name: str, value: str) -> str:
     return "range"
 
 
-def _plaintext(name: str, value: str) -> str:
-    if value.strip().upper() != "PLAINTEXT":
-        raise ConfigError(f"{name}={value} is not supported: kcore's client speaks PLAINTEXT")
-    return "PLAINTEXT"
+def _security_protocol(name: str, value: str) -> str:
+    protocol = value.strip().upper()
+    if protocol not in ("PLAINTEXT", "SSL"):
+        raise ConfigError(
+            f"{name}={value} is not supported: kcore's client speaks PLAINTEXT and SSL"
+        )
+    return protocol
 
 
 Table = Mapping[str, tuple[str, Callable[[str, str], Any]]]
@@ -142,7 +149,7 @@ _COMMON: Table = {
     "retry.backoff.ms": ("retry_backoff_ms", _int(0)),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _int(0)),
     "metadata.max.age.ms": ("metadata_max_age_ms", _int(0)),
-    "security.protocol": ("security_protocol", _plaintext),
+    "security.protocol": ("security_protocol", _security_protocol),
 }
 
 _PRODUCER: Table = {
@@ -205,6 +212,18 @@ class _Common:
     retry_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
     security_protocol: str = "PLAINTEXT"
+    # The ssl.* settings as given (kcore/security/tls_config.py reads them); used with SSL.
+    ssl_settings: tuple[tuple[str, str], ...] = ()
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of ``security.protocol=SSL`` (None for PLAINTEXT); ConfigError
+        for a store that does not load or a value kcore cannot honour."""
+        if self.security_protocol != "SSL":
+            return None
+        try:
+            return build_client_context(dict(self.ssl_settings))
+        except InvalidConfigError as e:
+            raise ConfigError(e.message) from None
 
 
 @dataclass(frozen=True)
@@ -273,13 +292,18 @@ class ConsumerConfig(_Common):
 
 def _build(cls: type, table: Table, kind: str, props: Mapping[str, str]) -> Any:
     values: dict[str, Any] = {}
+    ssl_settings = []
     for name, raw in props.items():
+        if name in CLIENT_SSL_KEYS:
+            ssl_settings.append((name, str(raw)))
+            continue
         entry = table.get(name)
         if entry is None:
             raise ConfigError(f"Unknown or unsupported {kind} config '{name}'")
         field, parse = entry
         values[field] = parse(name, str(raw))
-    config = cls(**values)
+    config = cls(**values, ssl_settings=tuple(ssl_settings))
+    config.ssl_context()  # a store that does not load is refused here, with the settings
     if kind == "consumer" and config.heartbeat_interval_ms >= config.session_timeout_ms:
         raise ConfigError("heartbeat.interval.ms must be set lower than session.timeout.ms")
     return config

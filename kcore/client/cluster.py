@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -264,7 +265,8 @@ class KafkaClient:
     ``connect_timeout`` / ``request_timeout`` / ``max_frame_bytes`` — per connection, see
     :meth:`BrokerConnection.connect`; ``reconnect_backoff`` / ``reconnect_backoff_max`` —
     seconds, per address; ``retry_backoff`` / ``retry_backoff_max`` — seconds between attempts
-    in :meth:`retry`; ``rng`` — the jitter source.
+    in :meth:`retry`; ``rng`` — the jitter source; ``ssl_context`` — TLS to every broker
+    (``security.protocol=SSL``; :func:`kcore.security.tls_config.build_client_context`).
 
     No task runs in the background, so the client needs no nursery; :meth:`aclose` closes the
     pooled connections (their in-flight requests fail with ConnectionLost).
@@ -283,6 +285,7 @@ class KafkaClient:
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         rng: random.Random | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
@@ -294,6 +297,7 @@ class KafkaClient:
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self._rng = rng or random.Random()
+        self.ssl_context = ssl_context  # security.protocol=SSL: every connection is TLS
         self._endpoints: dict[Address, _Endpoint] = {}
         self._metadata: ClusterMetadata | None = None
         self._any_cursor = 0
@@ -358,6 +362,7 @@ class KafkaClient:
                     connect_timeout=self.connect_timeout,
                     request_timeout=self.request_timeout,
                     max_frame_bytes=self.max_frame_bytes,
+                    ssl_context=self.ssl_context,
                 )
             except ConnectionFailed as e:
                 ep.failures += 1

@@ -18,11 +18,14 @@ import trio
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
 from kcore.commands._joptsimple import help_or_version
+from kcore.log.config import InvalidConfigError
 from kcore.properties import load_properties
 from kcore.protocol.errors import KafkaError, error_info
+from kcore.security.tls_config import CLIENT_SSL_KEYS, build_client_context
 
-# --command-config keys kcore's admin client honours; anything else is refused rather than
-# ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
+# --command-config keys kcore's admin client honours (and security.protocol, the ssl.* client
+# keys); anything else is refused rather than ignored (a security.protocol of SASL_SSL must not
+# quietly connect in plaintext).
 COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -39,7 +42,8 @@ def error_text(code: int, message: str | None = None) -> str:
 
 def command_config(path: str | None) -> dict[str, str]:
     """The settings of a ``--command-config`` file (none: empty): only what kcore's admin
-    client honours (:data:`COMMAND_CONFIG_KEYS`, and ``security.protocol=PLAINTEXT``).
+    client honours (:data:`COMMAND_CONFIG_KEYS`, ``security.protocol`` PLAINTEXT or SSL, and
+    the ``ssl.*`` client keys).
 
     Raises:
         Refused: the file cannot be read, or names a setting the client cannot honour.
@@ -50,13 +54,12 @@ def command_config(path: str | None) -> dict[str, str]:
         props = load_properties(path)
     except (OSError, ValueError) as e:
         raise Refused(f"--command-config: cannot read {path}: {e}") from None
-    if props.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+    if props.get("security.protocol", "PLAINTEXT").upper() not in ("PLAINTEXT", "SSL"):
         raise Refused(
             f"security.protocol={props['security.protocol']} is not supported by kcore's admin "
-            "client (PLAINTEXT only)"
+            "client (PLAINTEXT and SSL only)"
         )
-    props.pop("security.protocol", None)
-    unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
+    unknown = sorted(set(props) - COMMAND_CONFIG_KEYS - CLIENT_SSL_KEYS - {"security.protocol"})
     if unknown:
         raise Refused(
             f"--command-config: kcore's admin client does not support {', '.join(unknown)}"
@@ -74,6 +77,14 @@ def apply_command_config(args: argparse.Namespace) -> None:
     except ValueError:
         raise Refused(f"--command-config: {timeout!r} is not a timeout in ms") from None
     args.client_id = props.get("client.id")
+    args.ssl_context = None
+    if props.get("security.protocol", "PLAINTEXT").upper() == "SSL":
+        try:
+            args.ssl_context = build_client_context(
+                {k: v for k, v in props.items() if k in CLIENT_SSL_KEYS}
+            )
+        except InvalidConfigError as e:
+            raise Refused(f"--command-config: {e.message}") from None
 
 
 def _cells(headers: Sequence[str], rows: Iterable[Sequence[Any]], none: str):
@@ -147,6 +158,7 @@ def run_command(
             args.bootstrap_server,
             client_id=getattr(args, "client_id", None) or f"kcore-{name}",
             request_timeout=args.timeout / 1000,
+            ssl_context=getattr(args, "ssl_context", None),
         ) as client:
             return await action(client, args)
 

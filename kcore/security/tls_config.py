@@ -34,7 +34,9 @@ from kcore.security.principal_mapping import SslPrincipalMapper
 __all__ = [
     "TLS_CONFIG_KEYS",
     "TLS_PROTOCOLS",
+    "CLIENT_SSL_KEYS",
     "TlsSettings",
+    "build_client_context",
     "build_server_context",
     "listener_prefix",
     "resolve",
@@ -175,7 +177,8 @@ def resolve(listener: str, layers: Sequence[Mapping[str, str]]) -> TlsSettings:
 
 
 def _refuse(settings: TlsSettings, key: str, why: str) -> InvalidConfigError:
-    return InvalidConfigError(key, f"listener {settings.listener}: {key}: {why}")
+    where = f"listener {settings.listener}: " if settings.listener else ""
+    return InvalidConfigError(key, f"{where}{key}: {why}")
 
 
 def _versions(settings: TlsSettings) -> tuple[ssl.TLSVersion, ssl.TLSVersion]:
@@ -264,7 +267,7 @@ def _check_store_types(settings: TlsSettings) -> None:
             )
 
 
-def _load_key_pair(settings: TlsSettings, context: ssl.SSLContext) -> None:
+def _load_key_pair(settings: TlsSettings, context: ssl.SSLContext, required: bool = True) -> None:
     password = settings.get("ssl.key.password") or None
     location = settings.get("ssl.keystore.location")
     chain, key = settings.get("ssl.keystore.certificate.chain"), settings.get("ssl.keystore.key")
@@ -280,12 +283,14 @@ def _load_key_pair(settings: TlsSettings, context: ssl.SSLContext) -> None:
                 settings, "ssl.keystore.location", f"cannot load {location}: {e}"
             ) from None
         return
+    if not (chain or key) and not required:
+        return
     if not (chain and key):
         raise _refuse(
             settings,
             "ssl.keystore.location",
-            "a TLS listener needs a key and certificate: ssl.keystore.location, or "
-            "ssl.keystore.certificate.chain with ssl.keystore.key",
+            ("a TLS listener needs a key and certificate: " if required else "give ")
+            + "ssl.keystore.location, or ssl.keystore.certificate.chain with ssl.keystore.key",
         )
     # ssl reads key pairs from files only: a private file, removed at once.
     fd, path = tempfile.mkstemp(prefix="kcore-keystore-", suffix=".pem")
@@ -301,7 +306,9 @@ def _load_key_pair(settings: TlsSettings, context: ssl.SSLContext) -> None:
         os.unlink(path)
 
 
-def _load_trust(settings: TlsSettings, context: ssl.SSLContext) -> None:
+def _load_trust(
+    settings: TlsSettings, context: ssl.SSLContext, purpose: ssl.Purpose = ssl.Purpose.CLIENT_AUTH
+) -> None:
     location = settings.get("ssl.truststore.location")
     inline = settings.get("ssl.truststore.certificates")
     try:
@@ -310,10 +317,18 @@ def _load_trust(settings: TlsSettings, context: ssl.SSLContext) -> None:
         if inline:
             context.load_verify_locations(cadata=inline)
         if not (location or inline):
-            context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+            context.load_default_certs(purpose)
     except (OSError, ssl.SSLError) as e:
         key = "ssl.truststore.location" if location else "ssl.truststore.certificates"
         raise _refuse(settings, key, f"cannot load the trusted certificates: {e}") from None
+
+
+def _check_common(settings: TlsSettings) -> None:
+    for key in _JAVA_ONLY:
+        value = settings.get(key)
+        if value is not None and value != _default_text(key):
+            raise _refuse(settings, key, f"{value}: a Java-only setting kcore cannot honour")
+    _check_store_types(settings)
 
 
 def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
@@ -322,11 +337,7 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     Raises:
         InvalidConfigError: a value kcore cannot honour, or a store that does not load.
     """
-    for key in _JAVA_ONLY:
-        value = settings.get(key)
-        if value is not None and value != _default_text(key):
-            raise _refuse(settings, key, f"{value}: a Java-only setting kcore cannot honour")
-    _check_store_types(settings)
+    _check_common(settings)
     client_auth = settings.client_auth
     OneOf(("required", "requested", "none")).ensure_valid("ssl.client.auth", client_auth)
     settings.principal_mapper()  # a bad rule fails at startup, not at the first client
@@ -342,6 +353,41 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     }[client_auth]
     if client_auth != "none":
         _load_trust(settings, context)
+    return context
+
+
+# The ssl.* keys of a Kafka client (producer, consumer, admin) that kcore's client reads.
+CLIENT_SSL_KEYS = frozenset(k for k in _DEFAULTS if k.startswith("ssl.")) - {
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+}
+
+
+def build_client_context(props: Mapping[str, str]) -> ssl.SSLContext:
+    """The SSLContext of a client with Kafka's client ``ssl.*`` settings (``security.protocol
+    =SSL``): the broker's certificate verified against the truststore (else the system's CAs)
+    and, with ``ssl.endpoint.identification.algorithm=https`` (the default), its host name; a
+    client certificate from the keystore when one is given.
+
+    Raises:
+        InvalidConfigError: a value kcore cannot honour, or a store that does not load.
+    """
+    unknown = sorted(k for k in props if k.startswith("ssl.") and k not in CLIENT_SSL_KEYS)
+    if unknown:
+        raise InvalidConfigError(unknown[0], f"{unknown[0]} is not a client setting")
+    settings = resolve("", [props])
+    _check_common(settings)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version, context.maximum_version = _versions(settings)
+    _ciphers(settings, context)
+    algorithm = (settings.get("ssl.endpoint.identification.algorithm") or "").strip()
+    if algorithm not in ("https", ""):
+        raise _refuse(
+            settings, "ssl.endpoint.identification.algorithm", f"{algorithm}: https or empty"
+        )
+    context.check_hostname = algorithm == "https"
+    _load_trust(settings, context, ssl.Purpose.SERVER_AUTH)
+    _load_key_pair(settings, context, required=False)
     return context
 
 
