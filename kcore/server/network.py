@@ -29,6 +29,13 @@ meanwhile. The task yields to the others once per request (the read, or an expli
 checkpoint before each further frame already buffered), so a client pipelining hundreds of
 small requests cannot starve other connections.
 
+TLS (``SSL`` listeners, ``ListenerSpec.tls``): the connection's task first does the TLS
+handshake, under ``kcore.ssl.handshake.timeout.ms``, so a slow or garbage handshake stalls only
+itself; the client certificate gives the connection's ``principal`` (else ``User:ANONYMOUS``),
+which every RequestContext carries to the authorizer. Reads then go through the TLS stream and a
+response is written with one encrypted write (``sendfile`` cannot encrypt): see
+kcore/security/tls_transport.py. The plaintext path above is unchanged.
+
 Bad input: a frame that does not decode, an unknown API key, or a version the broker does not
 serve closes the connection (Kafka does the same; there is no response format to answer an
 undecodable request with), except an ApiVersions request at an unknown version, which gets the
