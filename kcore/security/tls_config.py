@@ -342,6 +342,10 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     OneOf(("required", "requested", "none")).ensure_valid("ssl.client.auth", client_auth)
     settings.principal_mapper()  # a bad rule fails at startup, not at the first client
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    # No renegotiation (TLS 1.2; 1.3 has none): a response write never waits for a read, and
+    # a client cannot make the broker redo handshakes (Kafka's JSSE refuses client-initiated
+    # ones too).
+    context.options |= ssl.OP_NO_RENEGOTIATION
     low, high = _versions(settings)
     context.minimum_version, context.maximum_version = low, high
     _ciphers(settings, context)

@@ -357,7 +357,9 @@ class _Connection:
                 pending = decoder.pending_frame_size() or 0
                 want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
             if self._tls is not None:
-                got = await self._tls_read(idle_scope, idle, target, want)
+                idle_scope.deadline = trio.current_time() + idle
+                got = await self._tls.receive(want, target)  # a count when into target
+                idle_scope.deadline = math.inf
             else:
                 # Straight from the socket, as the writes go (trio's SocketStream.receive_some
                 # costs ~10 us more per read in wrappers and checkpoints). A large request (a
@@ -393,16 +395,6 @@ class _Connection:
                 decoder.advance(got)
             else:
                 decoder.receive_data(got)
-
-    async def _tls_read(self, idle_scope: trio.CancelScope, idle: float, target, want: int):
-        """One TLS read: the bytes, or their count when read into ``target`` (a large frame)."""
-        idle_scope.deadline = trio.current_time() + idle
-        got = await self._tls.receive(len(target) if target is not None else want)
-        idle_scope.deadline = math.inf
-        if target is None:
-            return got
-        target[: len(got)] = got
-        return len(got)
 
     async def _answer(self, frame: bytes) -> None:
         parts = await self._handle(frame)

@@ -252,3 +252,19 @@ def test_plaintext_client_on_a_tls_port_is_refused_and_the_broker_unaffected(
     config = {"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 3000}
     with pytest.raises(KafkaException):
         AdminClient(config).list_topics(timeout=5)
+
+
+def test_large_requests_and_responses_cross_tls_whole(tls_cluster, pki):
+    # Produce requests of several MiB (read into the frame's buffer record by record) and
+    # fetch responses of file slices (gathered, then encrypted in pieces) keep every byte.
+    topic = _name("large")
+    tls_cluster.create_topic(topic, 1)
+    producer = Producer(
+        _confluent(tls_cluster, pki, False, **{"linger.ms": 50, "batch.size": 4_000_000})
+    )
+    values = [bytes([i]) * 700_000 + uuid.uuid4().bytes for i in range(12)]
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(60) == 0
+    group = _confluent(tls_cluster, pki, False, **{"group.id": _name("g")})
+    assert _consume(group, topic, len(values)) == values

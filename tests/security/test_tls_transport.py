@@ -1,4 +1,4 @@
-"""The TLS side of a connection over in-memory streams: the principal each ssl.client.auth
+"""The TLS side of a connection over a socket pair: the principal each ssl.client.auth
 gives, and the handshakes that fail (no certificate where one is required, a subject no rule
 maps, a client that says nothing)."""
 
@@ -8,7 +8,6 @@ import ssl
 
 import pytest
 import trio
-import trio.testing
 
 from kcore.security.tls_config import resolve
 from kcore.security.tls_transport import ANONYMOUS, HandshakeFailed, TlsListener
@@ -29,7 +28,8 @@ def _client_context(pki, client: dict | None) -> ssl.SSLContext:
 
 async def _handshake(listener: TlsListener, context: ssl.SSLContext | None):
     """(the server's channel or its HandshakeFailed, the client's error or None)."""
-    server_side, client_side = trio.testing.memory_stream_pair()
+    a, b = trio.socket.socketpair()
+    server_side, client_side = trio.SocketStream(a), trio.SocketStream(b)
     outcome: dict = {}
     done = trio.Event()
 
@@ -40,6 +40,7 @@ async def _handshake(listener: TlsListener, context: ssl.SSLContext | None):
             outcome["server"] = e
         done.set()
         await server_side.aclose()
+        # the client's end is closed by the test when it is done
 
     async def client():
         if context is None:  # a client that never speaks, until the server gives up
