@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kcore.log.config import ConfigType, InvalidConfigError, OneOf
+from kcore.log.config import ConfigType, InvalidConfigError, OneOf, Range
 from kcore.security.principal_mapping import SslPrincipalMapper
 
 __all__ = [
@@ -73,7 +73,7 @@ TLS_CONFIG_KEYS = (
     ("ssl.provider", _S, None, None, "Java's security provider; refused when set."),
     ("ssl.secure.random.implementation", _S, None, None, "Java's; refused when set."),
     ("ssl.engine.factory.class", _S, None, None, "A Java class; refused when set."),
-    ("kcore.ssl.handshake.timeout.ms", _L, 10000, None,
+    ("kcore.ssl.handshake.timeout.ms", _L, 10000, Range(1),
      "A TLS handshake not done in this time closes the connection.", True),
 )  # fmt: skip
 

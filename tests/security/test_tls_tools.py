@@ -112,3 +112,26 @@ def test_kcore_client_checks_the_brokers_certificate(tls_cluster, pki, tmp_path)
     )
     with pytest.raises(ConnectionFailed, match="TLS handshake with 127.0.0.1:.* failed"):
         trio.run(metadata, untrusted)
+
+
+def test_server_with_a_keystore_it_cannot_read_stops_in_one_line(tmp_path):
+    from kcore.testing.embedded import free_port
+
+    ports = [free_port() for _ in range(3)]
+    result = _tool(
+        "server",
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:{ports[0]},SSL://127.0.0.1:{ports[1]},"
+        f"CONTROLLER://127.0.0.1:{ports[2]}",
+        "--override", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+        "--override", "ssl.keystore.location=/etc/kafka/broker.jks",
+        "--override", f"log.dirs={tmp_path / 'data'}",
+    )  # fmt: skip
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.decode().splitlines() if not line.startswith("[")]
+    assert errors == [
+        "kcore server: invalid configuration: INVALID_CONFIG (40): listener SSL: "
+        "ssl.keystore.type: JKS stores are not supported; set ssl.keystore.type=PEM and give "
+        "PEM files or inline PEM (convert a JKS or PKCS12 store with keytool -importkeystore "
+        "and openssl)"
+    ]
+    assert not (tmp_path / "data").exists()
