@@ -8,6 +8,7 @@ Same options as Kafka's tool where they overlap::
     kcore topics --bootstrap-server 127.0.0.1:9092 --describe [--topic orders]
     kcore topics --bootstrap-server 127.0.0.1:9092 --alter --topic orders --partitions 6
     kcore topics --bootstrap-server 127.0.0.1:9092 --delete --topic orders
+    kcore topics --bootstrap-server 127.0.0.1:9094 --list --command-config client-ssl.properties
 
 Exit status 0 on success, 1 when the cluster refused the operation (the error is printed).
 """
@@ -22,6 +23,7 @@ import trio
 from kcore.client.admin import NewTopic, create_topics, delete_topics
 from kcore.client.cluster import KafkaClient
 from kcore.client.errors import ClientError
+from kcore.commands._common import Refused, apply_command_config
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, error_info
 
@@ -37,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--if-not-exists", action="store_true")
     parser.add_argument("--if-exists", action="store_true")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="admin client settings (client.id, timeouts, security.protocol=SSL and ssl.*)",
+    )
 
 
 def _error(code: int, message: str | None) -> str:
@@ -45,7 +52,12 @@ def _error(code: int, message: str | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with KafkaClient(args.bootstrap_server, client_id="kcore-topics") as client:
+    async with KafkaClient(
+        args.bootstrap_server,
+        client_id=args.client_id or "kcore-topics",
+        request_timeout=args.timeout / 1000,
+        ssl_context=args.ssl_context,
+    ) as client:
         if args.create:
             configs = dict(c.split("=", 1) for c in args.config)
             response = await create_topics(
@@ -122,6 +134,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.list and not args.describe and not args.topic:
         print("kcore topics: --topic is required", file=sys.stderr)
         return 2
+    try:
+        apply_command_config(args)
+    except Refused as e:
+        print(f"kcore topics: {e}", file=sys.stderr)
+        return 1
     try:
         return trio.run(_run, args)
     except ClientError as e:

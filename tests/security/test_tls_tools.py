@@ -73,6 +73,11 @@ def test_console_tools_and_an_admin_tool_over_mtls(tls_cluster, pki, tmp_path):
     )  # fmt: skip
     assert described.returncode == 0, described.stderr
     assert f"Dynamic configs for topic {topic} are:" in described.stdout.decode()
+    listed = _tool(
+        "topics", "--bootstrap-server", servers, "--list", "--command-config", config
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert topic in listed.stdout.decode().split()
 
 
 def test_tools_refuse_tls_settings_they_cannot_honour_in_one_line(tls_cluster, pki, tmp_path):
