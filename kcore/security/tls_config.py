@@ -23,13 +23,14 @@ listener without a truststore trusts the system's CAs (Kafka: the JVM's).
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kcore.log.config import ConfigType, InvalidConfigError, OneOf, Range
-from kcore.security.principal_mapping import SslPrincipalMapper
+from kcore.security.principal_mapping import SslPrincipalMapper, rfc2253_name
 
 __all__ = [
     "TLS_CONFIG_KEYS",
@@ -38,6 +39,7 @@ __all__ = [
     "TlsSettings",
     "build_client_context",
     "build_server_context",
+    "keystore_identity",
     "listener_prefix",
     "resolve",
 ]
@@ -45,6 +47,7 @@ __all__ = [
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 PEM = "PEM"
 _S, _LI, _P, _L = ConfigType.STRING, ConfigType.LIST, ConfigType.PASSWORD, ConfigType.LONG
+_B = ConfigType.BOOLEAN
 
 # (name, type, Kafka's default, validator, doc[, kcore-only]): registered into BROKER_CONFIGS
 # by kcore/server/config.py. PASSWORD keys are never shown by DescribeConfigs.
@@ -73,6 +76,10 @@ TLS_CONFIG_KEYS = (
     ("ssl.provider", _S, None, None, "Java's security provider; refused when set."),
     ("ssl.secure.random.implementation", _S, None, None, "Java's; refused when set."),
     ("ssl.engine.factory.class", _S, None, None, "A Java class; refused when set."),
+    ("ssl.allow.dn.changes", _B, False, None,
+     "A reloaded keystore may change the certificate's subject."),
+    ("ssl.allow.san.changes", _B, False, None,
+     "A reloaded keystore may change the certificate's subject alternative names."),
     ("kcore.ssl.handshake.timeout.ms", _L, 10000, Range(1),
      "A TLS handshake not done in this time closes the connection.", True),
 )  # fmt: skip
@@ -135,6 +142,9 @@ class TlsSettings:
             return ()
         return tuple(x.strip() for x in text.split(",") if x.strip())
 
+    def flag(self, key: str) -> bool:
+        return (self.get(key) or "").strip().lower() == "true"
+
     @property
     def client_auth(self) -> str:
         return (self.get("ssl.client.auth") or "none").strip()
@@ -158,6 +168,8 @@ def _default_text(key: str) -> str | None:
     value = _DEFAULTS[key]
     if isinstance(value, tuple):
         return ",".join(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return None if value is None else str(value)
 
 
@@ -331,6 +343,41 @@ def _check_common(settings: TlsSettings) -> None:
     _check_store_types(settings)
 
 
+_PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\s.*?-----END CERTIFICATE-----", re.DOTALL
+)
+
+
+def keystore_identity(settings: TlsSettings) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """(subject in RFC 2253 form, sorted subject alternative names) of the keystore's leaf
+    certificate, or None when there is none to read. Python's ``ssl`` has no public decoder
+    of a certificate it did not receive: ``_ssl._test_decode_cert`` (the one ``getpeercert``
+    uses, on a file) reads it."""
+    location = settings.get("ssl.keystore.location")
+    try:
+        if location:
+            with open(location) as f:
+                text = f.read()
+        else:
+            text = settings.get("ssl.keystore.certificate.chain") or ""
+    except OSError:
+        return None
+    match = _PEM_CERTIFICATE.search(text)
+    if match is None:
+        return None
+    fd, path = tempfile.mkstemp(prefix="kcore-cert-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(match.group(0) + "\n")
+        decoded = ssl._ssl._test_decode_cert(path)
+    except (OSError, ssl.SSLError):
+        return None
+    finally:
+        os.unlink(path)
+    sans = tuple(sorted(tuple(x) for x in decoded.get("subjectAltName", ())))
+    return rfc2253_name(decoded.get("subject", ())), sans
+
+
 def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
     """An SSLContext serving ``settings``.
 
@@ -364,6 +411,8 @@ def build_server_context(settings: TlsSettings) -> ssl.SSLContext:
 CLIENT_SSL_KEYS = frozenset(k for k in _DEFAULTS if k.startswith("ssl.")) - {
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
 }
 
 

@@ -39,6 +39,7 @@ from kcore.security.tls_config import (
     TlsSettings,
     build_server_context,
     is_tls_dynamic_key,
+    keystore_identity,
     resolve,
 )
 
@@ -64,17 +65,44 @@ class TlsListener:
         self.context = build_server_context(settings)
         self.mapper = settings.principal_mapper()
         self.timeout_s = settings.handshake_timeout_s
+        self.identity = keystore_identity(settings)
         self._files = _file_stamps(settings)
+
+    def check(self, settings: TlsSettings) -> ssl.SSLContext:
+        """The context ``settings`` give, if this listener may switch to them: they load, and
+        the certificate keeps its subject and SANs unless ``ssl.allow.dn.changes`` /
+        ``ssl.allow.san.changes`` (Kafka's ``SslFactory`` rule: clients that pinned the
+        broker's identity keep trusting it). Raises InvalidConfigError."""
+        context = build_server_context(settings)
+        settings.principal_mapper()
+        new = keystore_identity(settings)
+        old = self.identity
+        if old is not None and new is not None:
+            if new[0] != old[0] and not settings.flag("ssl.allow.dn.changes"):
+                raise InvalidConfigError(
+                    "ssl.allow.dn.changes",
+                    f"listener {settings.listener}: Keystore DistinguishedName does not match: "
+                    f"existing={old[0]}, new={new[0]} (set ssl.allow.dn.changes=true to allow)",
+                )
+            if new[1] != old[1] and not settings.flag("ssl.allow.san.changes"):
+                raise InvalidConfigError(
+                    "ssl.allow.san.changes",
+                    f"listener {settings.listener}: Keystore SubjectAltNames do not match: "
+                    f"existing={list(old[1])}, new={list(new[1])} (set "
+                    "ssl.allow.san.changes=true to allow)",
+                )
+        return context
 
     def reconfigure(self, settings: TlsSettings) -> bool:
         """Serve ``settings`` from now on, if they or the store files they name changed.
-        Raises InvalidConfigError (and keeps the old context) when they do not load."""
+        Raises InvalidConfigError (and keeps the old context) when :meth:`check` does."""
         files = _file_stamps(settings)
         if settings == self.settings and files == self._files:
             return False
-        context, mapper = build_server_context(settings), settings.principal_mapper()
-        self.settings, self.context, self.mapper = settings, context, mapper
+        context = self.check(settings)
+        self.settings, self.context, self.mapper = settings, context, settings.principal_mapper()
         self.timeout_s = settings.handshake_timeout_s
+        self.identity = keystore_identity(settings)
         self._files = files
         return True
 
@@ -174,9 +202,9 @@ class TlsListeners:
                     new[e.name] = e.value
         else:  # legacy AlterConfigs replaces the resource's overrides
             new = {e.name: e.value for e in entries if e.value is not None}
-        for name in self.listeners:
+        for name, listener in self.listeners.items():
             try:
-                build_server_context(resolve(name, [self._static, new]))
+                listener.check(resolve(name, [self._static, new]))
             except InvalidConfigError as e:
                 return e.message
         return None

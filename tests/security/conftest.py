@@ -44,9 +44,17 @@ class Pki:
         return {"cert": str(cert), "key": str(key), "ca": str(self.ca_file)}
 
 
+def issue_server_cert(ca: trustme.CA, *hosts: str, cn: str = "broker") -> trustme.LeafCert:
+    """The broker's certificate; issued again with the same arguments it has the same subject
+    and SANs (trustme otherwise puts a random OU in each)."""
+    return ca.issue_cert(
+        *(hosts or ("127.0.0.1", "localhost")), common_name=cn, organization_unit_name="brokers"
+    )
+
+
 def make_pki(directory: Path) -> Pki:
     ca = trustme.CA(organization_name="kcore-tests CA")
-    server = ca.issue_cert("127.0.0.1", "localhost", common_name="broker")
+    server = issue_server_cert(ca)
     ca_file, server_file = directory / "ca.pem", directory / "server.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     server.private_key_and_cert_chain_pem.write_to_path(str(server_file))
