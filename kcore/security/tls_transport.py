@@ -218,7 +218,9 @@ class TlsChannel:
     64 of them. Here one ``os.read`` of up to 256 KiB feeds the incoming BIO and every record
     it completes is decrypted at once, straight into the frame's buffer; a response is
     encrypted in 256 KiB pieces, each written as soon as it is ready. Renegotiation is off
-    (``OP_NO_RENEGOTIATION``), so a write never needs a read.
+    (``OP_NO_RENEGOTIATION``), so a write never needs a read. The connection task reads
+    through :meth:`reader`, a drop-in for its plaintext ``os.read``: the same wait for a
+    readable socket, the same one checkpoint per read, the same idle timeout.
     """
 
     __slots__ = ("principal", "_sock", "_fd", "_tls", "_in", "_out")
@@ -244,26 +246,42 @@ class TlsChannel:
                 raise
         await self._flush()  # the last flight (and TLS 1.3 session tickets)
 
-    async def receive(self, want: int, target: memoryview | None = None):
-        """Plaintext: up to ``want`` bytes (``b""`` at EOF), or, with ``target``, the count
-        decrypted into it (0 at EOF). Waits only when no whole record is buffered; yields once
-        either way (one checkpoint per read, as the plaintext path)."""
-        waited = False
-        while True:
-            try:
-                got = self._decrypt(want, target)
-                break
-            except ssl.SSLWantReadError:
-                if self._out.pending:  # a post-handshake answer (TLS 1.3 key update)
-                    await self._flush()
-                waited |= await self._fill()
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                return 0 if target is not None else b""
-            except ssl.SSLError as e:
-                raise trio.BrokenResourceError(f"TLS error: {e}") from None
-        if not waited:
-            await trio.lowlevel.checkpoint()
-        return got
+    def reader(self, target: memoryview | None, want: int):
+        """A read shaped like the plaintext path's ``os.read`` / ``os.readv`` of the socket:
+        plaintext bytes (``b""`` at EOF), or with ``target`` the count decrypted into it (0 at
+        EOF); BlockingIOError when no whole record is buffered and the socket has nothing
+        more, so the caller waits until the socket is readable, as for plaintext."""
+
+        def read():
+            while True:
+                try:
+                    return self._decrypt(want, target)
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    return 0 if target is not None else b""
+                except ssl.SSLError as e:
+                    raise trio.BrokenResourceError(f"TLS error: {e}") from None
+                if self._out.pending:  # a post-handshake answer (a TLS 1.3 key update)
+                    self._write_pending()
+                raw = os.read(self._fd, _RAW_READ_BYTES)  # BlockingIOError: wait, retry
+                if raw:
+                    self._in.write(raw)
+                else:
+                    self._in.write_eof()
+
+        return read
+
+    def _write_pending(self) -> None:
+        """Write what the TLS layer owes the peer outside a response (a few bytes, rare);
+        a full socket buffer fails the connection rather than stall a read."""
+        data = self._out.read()
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            sent = 0
+        if sent != len(data):
+            raise trio.BrokenResourceError("cannot answer the peer's TLS message")
 
     def _decrypt(self, want: int, target: memoryview | None):
         """Every buffered record, up to ``want``; SSLWantReadError when there is none."""
@@ -295,21 +313,18 @@ class TlsChannel:
             total += len(chunk)
         return b"".join(chunks)
 
-    async def _fill(self) -> bool:
-        """Feed the incoming BIO one socket read (EOF marks it); whether it had to wait."""
-        waited = False
+    async def _fill(self) -> None:
+        """Feed the incoming BIO one socket read (EOF marks it), waiting for one."""
         while True:
             try:
                 raw = os.read(self._fd, _RAW_READ_BYTES)
                 break
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self._sock)
-                waited = True
         if raw:
             self._in.write(raw)
         else:
             self._in.write_eof()
-        return waited
 
     async def _flush(self) -> None:
         data = self._out.read()

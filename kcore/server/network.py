@@ -32,9 +32,9 @@ small requests cannot starve other connections.
 TLS (``SSL`` listeners, ``ListenerSpec.tls``): the connection's task first does the TLS
 handshake, under ``kcore.ssl.handshake.timeout.ms``, so a slow or garbage handshake stalls only
 itself; the client certificate gives the connection's ``principal`` (else ``User:ANONYMOUS``),
-which every RequestContext carries to the authorizer. Reads then go through the TLS stream and a
-response is written with one encrypted write (``sendfile`` cannot encrypt): see
-kcore/security/tls_transport.py. The plaintext path above is unchanged.
+which every RequestContext carries to the authorizer. The reads are then the same socket
+reads, decrypted (``TlsChannel.reader``), and a response is gathered and encrypted in pieces
+(``sendfile`` cannot encrypt): see kcore/security/tls_transport.py.
 
 Bad input: a frame that does not decode, an unknown API key, or a version the broker does not
 serve closes the connection (Kafka does the same; there is no response format to answer an
@@ -349,44 +349,40 @@ class _Connection:
                     self._busy = False
                 if self._stopping:
                     return
+            # Straight from the socket, as the writes go (trio's SocketStream.receive_some costs
+            # ~10 us more per read in wrappers and checkpoints).
             target = decoder.receive_buffer()
-            want = 0
-            if target is None:
+            if target is not None:
+                # A large request (a produce of many batches) is received in place: the
+                # kernel's copy is the only one.
+                read = _reader_into(fd, target)
+            else:
                 # Small frames share the decoder's buffer; a frame in progress is read in
                 # large pieces (fewer wake-ups and joins).
                 pending = decoder.pending_frame_size() or 0
                 want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
-            if self._tls is not None:
-                idle_scope.deadline = trio.current_time() + idle
-                got = await self._tls.receive(want, target)  # a count when into target
-                idle_scope.deadline = math.inf
+                read = _reader(fd, want)
+            if self._tls is not None:  # the same socket reads, decrypted (a count into target)
+                read = self._tls.reader(target, want if target is None else len(target))
+            try:
+                got = read()
+            except BlockingIOError:
+                got = None
+            if got is None:
+                while got is None:
+                    idle_scope.deadline = trio.current_time() + idle
+                    await trio.lowlevel.wait_readable(sock)
+                    if idle_scope.cancel_called:  # readable just as the idle timeout expired
+                        raise _CloseConnection(f"idle for {idle:.0f} s (connections.max.idle.ms)")
+                    idle_scope.deadline = math.inf
+                    try:
+                        got = read()
+                    except BlockingIOError:
+                        got = None
             else:
-                # Straight from the socket, as the writes go (trio's SocketStream.receive_some
-                # costs ~10 us more per read in wrappers and checkpoints). A large request (a
-                # produce of many batches) is received in place: the kernel's copy is the only
-                # one.
-                read = _reader_into(fd, target) if target is not None else _reader(fd, want)
-                try:
-                    got = read()
-                except BlockingIOError:
-                    got = None
-                if got is None:
-                    while got is None:
-                        idle_scope.deadline = trio.current_time() + idle
-                        await trio.lowlevel.wait_readable(sock)
-                        if idle_scope.cancel_called:  # readable just as the idle timeout expired
-                            raise _CloseConnection(
-                                f"idle for {idle:.0f} s (connections.max.idle.ms)"
-                            )
-                        idle_scope.deadline = math.inf
-                        try:
-                            got = read()
-                        except BlockingIOError:
-                            got = None
-                else:
-                    # Data already there: yield once anyway, as the wait would have (one yield
-                    # per read keeps a pipelining client from starving the other connections).
-                    await trio.lowlevel.checkpoint()
+                # Data already there: yield once anyway, as the wait would have (one yield per
+                # read keeps a pipelining client from starving the other connections).
+                await trio.lowlevel.checkpoint()
             if not got:
                 if decoder.buffered:
                     log.debug("connection %d closed mid-frame", self.id)
