@@ -118,9 +118,12 @@ class EmbeddedCluster:
     def _node_configs(self) -> list[BrokerConfig]:
         """Every node's configuration, the nodes formatted for one cluster (the id of node 1's
         directories when they exist, else a new one). Raises InvalidConfigError first."""
+        from kcore.security.tls_transport import TlsListeners
         from kcore.server.broker import ensure_formatted
 
         configs = [self.broker_config(i + 1) for i in range(len(self.ports))]
+        for config in configs:
+            TlsListeners(config)  # the TLS listeners' stores load (as `kcore server` checks)
         cluster_id = ensure_formatted(configs[0])
         for config in configs[1:]:
             ensure_formatted(config, cluster_id)

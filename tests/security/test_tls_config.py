@@ -160,3 +160,15 @@ def test_a_client_certificate_of_the_system_store_is_trusted_without_a_truststor
 
 def test_trustme_makes_certificates_for_the_tests():  # the fixtures' premise
     assert trustme.CA().cert_pem.bytes().startswith(b"-----BEGIN CERTIFICATE-----")
+
+
+def test_embedded_cluster_with_a_store_it_cannot_read_raises_before_starting(pki):
+    from .conftest import TlsCluster
+
+    cluster = TlsCluster(pki, **{"listener.name.mtls.ssl.truststore.location": "/nope.pem"})
+    try:
+        with pytest.raises(InvalidConfigError, match="listener MTLS: ssl.truststore.location"):
+            cluster.start()
+        assert not cluster.brokers
+    finally:
+        cluster._cleanup()
