@@ -1,6 +1,6 @@
 """Garbage, truncated and silent TLS handshakes: each costs only its own connection.
 
-Hundreds of concurrent bad handshakes (random bytes, a ClientHello cut short, a Kafka request
+Hundreds of concurrent bad handshakes (10,000 in waves of 1,000 under ``make soak``) (random bytes, a ClientHello cut short, a Kafka request
 in plaintext, nothing at all) hit the TLS listener while a confluent-kafka producer keeps
 producing over TLS: every record is delivered, a new TLS client is served while the silent
 connections still wait, and those are closed once ``kcore.ssl.handshake.timeout.ms`` passes.
@@ -21,8 +21,6 @@ from .conftest import TlsCluster
 from .test_tls_clients import _api_versions_frame, _client_context, _tls_api_versions
 
 pytestmark = pytest.mark.timeout(240)
-
-BAD_CONNECTIONS = 400
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +59,12 @@ async def _bad_client(port: int, kind: str, hello: bytes, closed: list) -> None:
         writer.close()
 
 
-def test_bad_handshakes_stall_nobody_and_are_closed(cluster, pki):
+@pytest.mark.parametrize(
+    "total, wave",
+    [(400, 400), pytest.param(10_000, 1_000, marks=pytest.mark.slow)],
+    ids=["400", "10000"],
+)
+def test_bad_handshakes_stall_nobody_and_are_closed(cluster, pki, total, wave):
     topic = f"bad-tls-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, 1)
     producer = Producer(
@@ -96,24 +99,27 @@ def test_bad_handshakes_stall_nobody_and_are_closed(cluster, pki):
     closed: list[str] = []
 
     async def attack():
-        tasks = [
-            asyncio.create_task(_bad_client(cluster.ssl_port, kinds[i % len(kinds)], hello, closed))
-            for i in range(BAD_CONNECTIONS)
-        ]
-        # While the silent ones wait for their handshake, a real TLS client is served.
-        await asyncio.sleep(0.2)
-        response = await asyncio.to_thread(
-            _tls_api_versions, cluster.ssl_port, _client_context(pki, None)
-        )
-        assert response.error_code == 0
-        await asyncio.gather(*tasks)
+        for start in range(0, total, wave):
+            tasks = [
+                asyncio.create_task(
+                    _bad_client(cluster.ssl_port, kinds[i % len(kinds)], hello, closed)
+                )
+                for i in range(start, min(start + wave, total))
+            ]
+            # While the silent ones wait for their handshake, a real TLS client is served.
+            await asyncio.sleep(0.2)
+            response = await asyncio.to_thread(
+                _tls_api_versions, cluster.ssl_port, _client_context(pki, None)
+            )
+            assert response.error_code == 0
+            await asyncio.gather(*tasks)
 
     try:
         asyncio.run(attack())
     finally:
         stop.set()
         worker.join(120)
-    assert sorted(closed) == sorted(kinds[i % len(kinds)] for i in range(BAD_CONNECTIONS))
+    assert sorted(closed) == sorted(kinds[i % len(kinds)] for i in range(total))
     assert not failed and len(sent) > 0
     # Every record produced during the attack is there.
     assert cluster.leader_partition((topic, 0)).log_end_offset == len(sent)
