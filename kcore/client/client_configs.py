@@ -4,11 +4,14 @@ The console tools (and anyone holding a Kafka ``.properties`` file) pass setting
 :func:`producer_config` and :func:`consumer_config` turn them into the typed dataclasses the
 :class:`~kcore.client.producer.Producer` and :class:`~kcore.client.consumer.Consumer` take.
 Each table lists every setting kcore's client honours with Kafka's default; a name outside it
-(or one kcore does not implement, such as SSL settings, SASL mechanisms other than PLAIN and
-SCRAM, or ``enable.idempotence=true``)
+(or one kcore does not implement, such as SASL mechanisms other than PLAIN and SCRAM, or
+``enable.idempotence=true``)
 is refused with :class:`ConfigError` rather than ignored, because a setting that silently does
 nothing is worse than one that fails. Values are checked as Kafka's ``ConfigDef`` checks them and
 a bad one is refused with Kafka's wording (``Invalid value x for configuration acks: ...``).
+``security.protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) with Kafka's client ``ssl.*``
+keys (PEM stores) and ``sasl.mechanism`` / ``sasl.jaas.config`` are read by
+:mod:`kcore.security.client_security`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from typing import Any
 
 from kcore.client.partitioner import ROUND_ROBIN_PARTITIONER
 from kcore.record.compression import CompressionType
-from kcore.security.sasl_client import SaslClientError, SaslClientSettings, sasl_client_settings
+from kcore.security.client_security import (
+    CLIENT_SECURITY_KEYS,
+    CLIENT_SECURITY_PROTOCOLS,
+    ClientSecurity,
+    ClientSecurityError,
+    client_security,
+)
 
 __all__ = ["ConfigError", "ConsumerConfig", "ProducerConfig", "consumer_config", "producer_config"]
 
@@ -130,13 +139,13 @@ def _assignors(name: str, value: str) -> str:
 
 
 def _protocol(name: str, value: str) -> str:
-    v = value.strip().upper()
-    if v not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+    protocol = value.strip().upper()
+    if protocol not in CLIENT_SECURITY_PROTOCOLS:
         raise ConfigError(
-            f"{name}={value} is not supported: kcore's client speaks PLAINTEXT and "
-            "SASL_PLAINTEXT (until TLS is implemented)"
+            f"{name}={value} is not supported: kcore's client speaks "
+            f"{', '.join(CLIENT_SECURITY_PROTOCOLS)}"
         )
-    return v
+    return protocol
 
 
 Table = Mapping[str, tuple[str, Callable[[str, str], Any]]]
@@ -149,8 +158,6 @@ _COMMON: Table = {
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _int(0)),
     "metadata.max.age.ms": ("metadata_max_age_ms", _int(0)),
     "security.protocol": ("security_protocol", _protocol),
-    "sasl.mechanism": ("sasl_mechanism", _string),
-    "sasl.jaas.config": ("sasl_jaas_config", _string),
 }
 
 _PRODUCER: Table = {
@@ -213,18 +220,17 @@ class _Common:
     retry_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
     security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = "GSSAPI"
-    sasl_jaas_config: str | None = field(default=None, repr=False)  # holds a password
+    # security.protocol with the sasl.* and ssl.* settings as given (one of them holds a
+    # password): kcore/security/client_security.py reads them.
+    security_settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
-    @property
-    def sasl(self) -> SaslClientSettings | None:
-        """The SASL settings connections authenticate with (None: PLAINTEXT)."""
-        props = {"security.protocol": self.security_protocol, "sasl.mechanism": self.sasl_mechanism}
-        if self.sasl_jaas_config is not None:
-            props["sasl.jaas.config"] = self.sasl_jaas_config
-        if self.security_protocol == "PLAINTEXT":
-            props.pop("sasl.mechanism")
-        return sasl_client_settings(props)
+    def security(self) -> ClientSecurity:
+        """The TLS context and SASL settings of the connections; ConfigError for a setting
+        kcore's client cannot honour or a store that does not load."""
+        try:
+            return client_security(dict(self.security_settings))
+        except ClientSecurityError as e:
+            raise ConfigError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -293,17 +299,19 @@ class ConsumerConfig(_Common):
 
 def _build(cls: type, table: Table, kind: str, props: Mapping[str, str]) -> Any:
     values: dict[str, Any] = {}
+    security = []
     for name, raw in props.items():
+        if name in CLIENT_SECURITY_KEYS:
+            security.append((name, str(raw)))
+            if name != "security.protocol":
+                continue
         entry = table.get(name)
         if entry is None:
             raise ConfigError(f"Unknown or unsupported {kind} config '{name}'")
         field, parse = entry
         values[field] = parse(name, str(raw))
-    config = cls(**values)
-    try:
-        config.sasl  # noqa: B018 - checked now, not at the first connection
-    except SaslClientError as e:
-        raise ConfigError(str(e)) from None
+    config = cls(**values, security_settings=tuple(security))
+    config.security()  # refused now, with the settings, not at the first connection
     if kind == "consumer" and config.heartbeat_interval_ms >= config.session_timeout_ms:
         raise ConfigError("heartbeat.interval.ms must be set lower than session.timeout.ms")
     return config

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -266,8 +267,9 @@ class KafkaClient:
     ``connect_timeout`` / ``request_timeout`` / ``max_frame_bytes`` — per connection, see
     :meth:`BrokerConnection.connect`; ``reconnect_backoff`` / ``reconnect_backoff_max`` —
     seconds, per address; ``retry_backoff`` / ``retry_backoff_max`` — seconds between attempts
-    in :meth:`retry`; ``rng`` — the jitter source; ``sasl`` — SASL settings every connection
-    authenticates with (:func:`kcore.security.sasl_client.sasl_client_settings`).
+    in :meth:`retry`; ``rng`` — the jitter source; ``ssl_context`` — TLS to every broker
+    (``security.protocol=SSL`` or ``SASL_SSL``); ``sasl`` — SASL settings every connection
+    authenticates with (both from :func:`kcore.security.client_security.client_security`).
 
     No task runs in the background, so the client needs no nursery; :meth:`aclose` closes the
     pooled connections (their in-flight requests fail with ConnectionLost).
@@ -286,6 +288,7 @@ class KafkaClient:
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         rng: random.Random | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         sasl: SaslClientSettings | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap_servers(bootstrap_servers)
@@ -299,6 +302,7 @@ class KafkaClient:
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
         self._rng = rng or random.Random()
+        self.ssl_context = ssl_context  # security.protocol=SSL: every connection is TLS
         self._endpoints: dict[Address, _Endpoint] = {}
         self._metadata: ClusterMetadata | None = None
         self._any_cursor = 0
@@ -363,6 +367,7 @@ class KafkaClient:
                     connect_timeout=self.connect_timeout,
                     request_timeout=self.request_timeout,
                     max_frame_bytes=self.max_frame_bytes,
+                    ssl_context=self.ssl_context,
                     sasl=self.sasl,
                 )
             except ConnectionFailed as e:

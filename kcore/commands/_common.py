@@ -20,12 +20,17 @@ from kcore.client.errors import ClientError
 from kcore.commands._joptsimple import help_or_version
 from kcore.properties import load_properties
 from kcore.protocol.errors import KafkaError, error_info
-from kcore.security.sasl_client import SASL_CLIENT_KEYS, SaslClientError, sasl_client_settings
+from kcore.security.client_security import (
+    CLIENT_SECURITY_KEYS,
+    ClientSecurityError,
+    client_security,
+)
 
-# --command-config keys kcore's admin client honours; anything else is refused rather than
-# ignored (a security.protocol of SASL_SSL must not quietly connect in plaintext).
+# --command-config keys kcore's admin client honours (with security.protocol, the sasl.* and
+# ssl.* client keys); anything else is refused rather than ignored (a setting that asks for
+# security must never quietly connect without it).
 COMMAND_CONFIG_KEYS = {"client.id", "request.timeout.ms", "default.api.timeout.ms"}
-COMMAND_CONFIG_KEYS |= set(SASL_CLIENT_KEYS)  # SASL_PLAINTEXT with PLAIN or SCRAM
+COMMAND_CONFIG_KEYS |= CLIENT_SECURITY_KEYS
 DEFAULT_TIMEOUT_MS = 30_000
 
 
@@ -41,8 +46,9 @@ def error_text(code: int, message: str | None = None) -> str:
 
 def command_config(path: str | None) -> dict[str, str]:
     """The settings of a ``--command-config`` file (none: empty): only what kcore's admin
-    client honours (:data:`COMMAND_CONFIG_KEYS`: ``security.protocol`` PLAINTEXT or
-    SASL_PLAINTEXT, checked by :func:`~kcore.security.sasl_client.sasl_client_settings`).
+    client honours (:data:`COMMAND_CONFIG_KEYS`: ``security.protocol`` PLAINTEXT, SSL,
+    SASL_PLAINTEXT or SASL_SSL with the ``sasl.*`` and ``ssl.*`` client keys, checked by
+    :func:`~kcore.security.client_security.client_security`).
 
     Raises:
         Refused: the file cannot be read, or names a setting the client cannot honour.
@@ -72,9 +78,10 @@ def apply_command_config(args: argparse.Namespace) -> None:
         raise Refused(f"--command-config: {timeout!r} is not a timeout in ms") from None
     args.client_id = props.get("client.id")
     try:
-        args.sasl = sasl_client_settings(props)
-    except SaslClientError as e:
+        security = client_security(props)
+    except ClientSecurityError as e:
         raise Refused(f"--command-config: {e}") from None
+    args.sasl, args.ssl_context = security.sasl, security.ssl_context
 
 
 def _cells(headers: Sequence[str], rows: Iterable[Sequence[Any]], none: str):
@@ -148,6 +155,7 @@ def run_command(
             args.bootstrap_server,
             client_id=getattr(args, "client_id", None) or f"kcore-{name}",
             request_timeout=args.timeout / 1000,
+            ssl_context=getattr(args, "ssl_context", None),
             sasl=getattr(args, "sasl", None),
         ) as client:
             return await action(client, args)

@@ -94,11 +94,13 @@ async def cancel_on_signal(scope: trio.CancelScope, caught: list[int]) -> None:
 
 def client_for(config: Any) -> KafkaClient:
     """A KafkaClient with a producer's or consumer's ``bootstrap.servers``, ``client.id``,
-    ``request.timeout.ms``, ``retry.backoff.ms`` and SASL settings."""
+    ``request.timeout.ms``, ``retry.backoff.ms`` and the security settings (TLS, SASL)."""
+    security = config.security()
     return KafkaClient(
         config.bootstrap_servers,
         client_id=config.client_id,
         request_timeout=config.request_timeout_ms / 1000,
         retry_backoff=config.retry_backoff_ms / 1000,
-        sasl=config.sasl,
+        ssl_context=security.ssl_context,
+        sasl=security.sasl,
     )

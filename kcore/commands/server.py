@@ -16,6 +16,7 @@ import sys
 import trio
 
 from kcore.log.config import InvalidConfigError
+from kcore.security.tls_transport import TlsListeners
 from kcore.server.config import BrokerConfig
 
 log = logging.getLogger("kcore")
@@ -79,6 +80,9 @@ def main(args: argparse.Namespace) -> int:
     log.info("open files limit: %d", raise_open_files_limit())
     try:
         config = BrokerConfig.load(args.config, args.override)
+        # The TLS listeners' stores load, or the node stops here in one line (the broker
+        # builds them again when it starts).
+        TlsListeners(config)
     except (InvalidConfigError, OSError, ValueError) as e:
         print(f"kcore server: invalid configuration: {e}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ Same options as Kafka's tool where they overlap::
     kcore topics --bootstrap-server 127.0.0.1:9092 --describe [--topic orders]
     kcore topics --bootstrap-server 127.0.0.1:9092 --alter --topic orders --partitions 6
     kcore topics --bootstrap-server 127.0.0.1:9092 --delete --topic orders
+    kcore topics --bootstrap-server 127.0.0.1:9094 --list --command-config client-ssl.properties
 
 ``--command-config F`` takes the admin client's settings (``docs/operations.md``, "The admin
 tools' common options"), SASL included.
@@ -44,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--command-config",
         metavar="FILE",
-        help="admin client settings (client.id, request.timeout.ms, SASL: security.protocol, "
-        "sasl.mechanism, sasl.jaas.config)",
+        help="admin client settings (client.id, timeouts, security.protocol with the sasl.* "
+        "and ssl.* client keys)",
     )
 
 
@@ -59,6 +60,7 @@ async def _run(args: argparse.Namespace) -> int:
         args.bootstrap_server,
         client_id=args.client_id or "kcore-topics",
         request_timeout=args.timeout / 1000,
+        ssl_context=args.ssl_context,
         sasl=args.sasl,
     ) as client:
         if args.create:

@@ -40,6 +40,7 @@ from kcore.metadata.topic_names import validate_topic_name
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.protocol.messages import Message
+from kcore.security.tls_config import is_tls_dynamic_key, tls_dynamic_key_type
 
 __all__ = [
     "BROKER_DYNAMIC_CONFIGS",
@@ -147,7 +148,8 @@ _PER_BROKER_ONLY = frozenset(
 )
 
 # SslConfigs.RECONFIGURABLE_CONFIGS: Kafka takes these only with a listener prefix
-# (listener.name.<listener>.ssl.keystore.location), which kcore does not accept.
+# (listener.name.<listener>.ssl.keystore.location); with it, every ssl.* key of
+# kcore/security/tls_config.py is accepted for one broker, which reloads its TLS listener.
 _LISTENER_PREFIX_ONLY = frozenset(
     {
         "ssl.keystore.type",
@@ -184,6 +186,9 @@ def _key_type(resource_type: int, key: str) -> ConfigType | None:
 
 
 def _broker_dynamic(key: str) -> tuple[ConfigType, float | None] | None:
+    if is_tls_dynamic_key(key):  # listener.name.<l>.ssl.*: a string (passwords too) or a list
+        type_ = tls_dynamic_key_type(key)
+        return (ConfigType.STRING if type_ is ConfigType.PASSWORD else type_), None
     return BROKER_DYNAMIC_CONFIGS.get(key) or BROKER_STORED_ONLY_CONFIGS.get(key)
 
 
@@ -197,6 +202,8 @@ def dynamic_broker_config_type(key: str) -> ConfigType:
     """The type of a dynamic broker config (PASSWORD for Kafka's password keys)."""
     if key in _PASSWORDS:
         return ConfigType.PASSWORD
+    if is_tls_dynamic_key(key):
+        return tls_dynamic_key_type(key)
     found = _key_type(ConfigResourceType.BROKER, key)
     return ConfigType.STRING if found is None else found
 
@@ -276,7 +283,7 @@ def _validate(
             for key in sorted(touched):
                 if key in new:
                     _check_broker_value(key, new[key])
-                    if name == "" and key in _PER_BROKER_ONLY:
+                    if name == "" and (key in _PER_BROKER_ONLY or is_tls_dynamic_key(key)):
                         raise InvalidConfigError(
                             key,
                             "Cannot update these configs at default cluster level, broker id "

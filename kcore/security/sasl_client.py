@@ -2,11 +2,10 @@
 connection), sans-IO: the standard client keys in, SASL tokens out.
 
 :func:`sasl_client_settings` reads Kafka's client keys — ``security.protocol``
-(``PLAINTEXT`` or ``SASL_PLAINTEXT``), ``sasl.mechanism`` (Kafka's default ``GSSAPI`` is
+(SASL for ``SASL_PLAINTEXT`` and ``SASL_SSL``), ``sasl.mechanism`` (Kafka's default ``GSSAPI`` is
 refused: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served) and ``sasl.jaas.config`` (a
 ``PlainLoginModule`` or ``ScramLoginModule`` entry with ``username`` and ``password``) — and
-refuses what kcore's client cannot honour (SSL and SASL_SSL until TLS lands) with
-:class:`SaslClientError`. :class:`SaslClientExchange` then plays the client's half of one
+refuses what kcore's client cannot honour with :class:`SaslClientError`. :class:`SaslClientExchange` then plays the client's half of one
 exchange over SaslHandshake v1 + SaslAuthenticate: :meth:`~SaslClientExchange.first_token`,
 then :meth:`~SaslClientExchange.evaluate` on each server token until it is ``complete``.
 """
@@ -49,20 +48,20 @@ class SaslClientSettings:
 
 
 def sasl_client_settings(props: Mapping[str, str]) -> SaslClientSettings | None:
-    """The SASL settings of Kafka-named client settings (None: PLAINTEXT, no SASL)."""
+    """The SASL settings of Kafka-named client settings (None: PLAINTEXT or SSL, no SASL)."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SSL"):
         stray = [k for k in ("sasl.mechanism", "sasl.jaas.config") if props.get(k)]
         if stray:
             raise SaslClientError(
-                f"{', '.join(stray)} given with security.protocol=PLAINTEXT: set "
-                "security.protocol=SASL_PLAINTEXT to authenticate"
+                f"{', '.join(stray)} given with security.protocol={protocol}: set "
+                f"security.protocol=SASL_{protocol} to authenticate"
             )
         return None
-    if protocol != "SASL_PLAINTEXT":
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         raise SaslClientError(
             f"security.protocol={props['security.protocol']} is not supported by kcore's "
-            "client: PLAINTEXT and SASL_PLAINTEXT only until TLS is implemented"
+            "client: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
         )
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip()
     if mechanism not in _SUPPORTED:

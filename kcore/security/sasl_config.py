@@ -178,27 +178,8 @@ def sasl_listener_configs(
 ) -> Mapping[str, SaslListenerConfig]:
     """One :class:`SaslListenerConfig` per SASL listener of ``values["listeners"]``, by name.
     Raises :class:`InvalidConfigError` for what kcore cannot serve (see the module docstring)."""
-    protocols = values["listener_security_protocol_map"]
-    inter_broker = values["inter_broker_listener_name"]
-    if (
-        "broker" in values["process_roles"]
-        and inter_broker is not None
-        and is_sasl(protocols.get(inter_broker, ""))
-    ):
-        raise _refuse(
-            "inter.broker.listener.name",
-            f"The inter-broker listener {inter_broker} uses {protocols[inter_broker]}: "
-            "kcore's brokers do not authenticate to each other with SASL yet; use a "
-            "PLAINTEXT listener between brokers",
-        )
-    for name in values["controller_listener_names"]:
-        if is_sasl(protocols.get(name, "")):
-            raise _refuse(
-                "controller.listener.names",
-                f"Controller listener {name} uses {protocols[name]}: kcore's nodes do not "
-                "authenticate to the controllers with SASL yet; use a PLAINTEXT controller "
-                "listener",
-            )
+    # SASL on the inter-broker and controller listeners is refused with every other protocol
+    # there but PLAINTEXT, by kcore.server.listeners.refuse_unserved_security_protocols.
     out = {
         listener.name: _listener_config(listener.name, values, raw)
         for listener in values["listeners"]

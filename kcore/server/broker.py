@@ -59,6 +59,7 @@ from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.replica_manager import ReplicaManager
+from kcore.security.tls_transport import TlsListeners
 from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
@@ -180,6 +181,8 @@ class KafkaBroker:
             super_users=parse_super_users(config.super_users),
             allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
         )
+        # SSL listeners: their contexts (stores loaded now: a bad one stops the node here).
+        self.tls_listeners = TlsListeners(config)
         self.registry = all_handlers(config)
         if config.is_controller:
             controller_apis.register(self.registry)  # forwarded controller requests
@@ -443,6 +446,8 @@ class KafkaBroker:
             self._maintenance_wake.set()  # a new log or config may need an earlier tick
         if getattr(delta, "configs_delta", None) is not None:
             self._topic_configs.clear()
+            # Certificate reload: dynamic listener.name.<l>.ssl.* configs of this broker.
+            self.tls_listeners.on_dynamic_configs(image.configs.broker(self.node_id))
             for topic in {t for t, _ in self.replica_manager.partitions}:
                 self.log_manager.update_config(topic)
         topics_delta = getattr(delta, "topics_delta", None)
@@ -465,8 +470,11 @@ class KafkaBroker:
             host = listener.host or "0.0.0.0"
             # Client listeners wait for the first metadata catch-up (see run()).
             sasl = self.config.sasl_listeners.get(listener.name)
+            tls = self.tls_listeners.get(listener.name)
             early = kind == CONTROLLER
-            specs.append(ListenerSpec(listener.name, host, listener.port, kind, early, sasl))
+            specs.append(
+                ListenerSpec(listener.name, host, listener.port, kind, early, sasl=sasl, tls=tls)
+            )
         return specs
 
     def request_stop(self) -> None:

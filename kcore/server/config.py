@@ -45,8 +45,9 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
   replicate yet (issue #17), so it creates the topics with ``min(configured, 1)`` replicas,
   logging once that it did, and caps ``transaction.state.log.min.isr`` at that factor. See
   :meth:`BrokerConfig.internal_topic_replication_factor`.
-* Security protocols: only PLAINTEXT is served. A node whose listeners, controller listener or
-  inter-broker listener map to SSL, SASL_PLAINTEXT or SASL_SSL refuses to start, naming the
+* Security protocols: PLAINTEXT and SSL client listeners are served (``ssl.*`` keys:
+  kcore/security/tls_config.py). A node whose listeners map to SASL_PLAINTEXT or SASL_SSL, or
+  whose controller or inter-broker listener is not PLAINTEXT, refuses to start, naming the
   listener and its protocol (Kafka would serve them; kcore cannot yet, issue #18). The map
   itself accepts every protocol, so a Kafka file parses and the refusal is precise.
 * ``controller.listener.names`` items are upper-cased like listener names (Kafka compares them
@@ -97,6 +98,7 @@ from kcore.properties import (  # re-exported: the server reads its files with t
 )
 from kcore.raft.config import parse_quorum_voters
 from kcore.security.sasl_config import SASL_KEYS, sasl_listener_configs
+from kcore.security.tls_config import TLS_CONFIG_KEYS
 from kcore.server.listeners import (  # re-exported: part of the configuration's vocabulary
     SECURITY_PROTOCOLS,
     Listener,
@@ -357,6 +359,9 @@ _KEYS = [
     _k("mirror.failed.max.retries", _I, 5, _R0,
        "Automatic retries before a partition stays FAILED (D-13).", kcore_only=True),
     *(_k(*spec) for spec in SASL_KEYS),  # kcore/security/sasl_config.py
+    # -- TLS listeners (kcore/security/tls_config.py owns them and their rules)
+    *(_k(name, type_, default, validator, doc, kcore_only=bool(rest))
+      for name, type_, default, validator, doc, *rest in TLS_CONFIG_KEYS),
 ]  # fmt: skip
 
 BROKER_CONFIGS: Mapping[str, ServerConfigKey] = MappingProxyType({k.name: k for k in _KEYS})
@@ -371,6 +376,8 @@ def _parse_key(key: ServerConfigKey, text: str) -> Any:
         value = parse_text(key.name, text, ConfigType.INT)
         if not -32768 <= value <= 32767:
             raise invalid_value(key.name, text, "Not a number of type SHORT")
+    elif key.type is ConfigType.PASSWORD:  # a string DescribeConfigs never shows
+        value = parse_text(key.name, text, ConfigType.STRING)
     else:
         value = parse_text(key.name, text, key.type)
     if key.validator is not None and value is not None:
@@ -791,6 +798,7 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         v["listeners"],
         controller_names,
         v["listener_security_protocol_map"],
+        v["inter_broker_listener_name"] if BROKER in roles else None,
     )
     validate_admin(v)
     v["sasl_listeners"] = sasl_listener_configs(v, raw)  # SaslListenerConfig by listener name

@@ -12,9 +12,13 @@ from kcore.log.config import InvalidConfigError, invalid_value
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # What kcore can serve today. The other protocols parse (a Kafka server.properties keeps its
-# meaning) but a node using one refuses to start: serving SSL listeners as plaintext would hand
-# an operator who asked for TLS none (issue #18 adds it). SASL: kcore/security/sasl_config.py.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+# meaning) but a node using one where kcore cannot serve it refuses to start: serving TLS or
+# SASL listeners as plaintext would hand an operator who asked for them nothing.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The controller and inter-broker listeners: kcore's own clients (the Raft transport, the
+# controller channel, the mirror sync) connect to them in plaintext, so they stay PLAINTEXT
+# until inter-broker and controller security is built.
+INTERNAL_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 class Listener(NamedTuple):
@@ -106,32 +110,42 @@ def refuse_unserved_security_protocols(
     listeners: tuple[Listener, ...],
     controller_names: tuple[str, ...],
     protocols: Mapping[str, str],
+    inter_broker_listener: str | None = None,
 ) -> None:
     """Raise :class:`InvalidConfigError` for the first listener this node would use with a
-    security protocol kcore does not serve (:data:`SERVED_SECURITY_PROTOCOLS`), naming the
-    listener and its protocol in one line.
+    security protocol kcore does not serve there, naming the listener and its protocol in one
+    line.
 
-    Checked: every listener the node binds (``listeners``), then the controller listeners it
-    connects to (``controller.listener.names``: a broker-only node does not bind them). The
-    inter-broker listener needs no check of its own: Kafka's rules, applied first, make it one
-    of the advertised listeners, which are some of ``listeners``.
+    Checked: every listener the node binds (``listeners``): a client listener against
+    :data:`SERVED_SECURITY_PROTOCOLS`, a controller or the inter-broker listener against
+    :data:`INTERNAL_SECURITY_PROTOCOLS`; then the controller listeners a broker-only node
+    connects to (``controller.listener.names``). The inter-broker listener needs no check of
+    its own: Kafka's rules, applied first, make it one of ``listeners``.
     """
 
-    def refuse(key: str, what: str, protocol: str) -> None:
+    def refuse(key: str, what: str, protocol: str, internal: bool) -> None:
+        served = ", ".join(INTERNAL_SECURITY_PROTOCOLS if internal else SERVED_SECURITY_PROTOCOLS)
+        until = (
+            f"only {served} controller and inter-broker listeners can be served until "
+            "controller and inter-broker security are implemented"
+            if internal
+            else f"only {served} client listeners can be served"
+        )
         raise InvalidConfigError(
             key,
             f"{what} uses security protocol {protocol}, which kcore does not support yet: "
-            f"only {', '.join(SERVED_SECURITY_PROTOCOLS)} listeners can be served until TLS is "
-            "implemented (issue #18)",
+            f"{until} (issue #18)",
         )
 
     for listener in listeners:
-        if listener.security_protocol not in SERVED_SECURITY_PROTOCOLS:
-            refuse("listeners", f"Listener {listener}", listener.security_protocol)
+        internal = listener.name in controller_names or listener.name == inter_broker_listener
+        served = INTERNAL_SECURITY_PROTOCOLS if internal else SERVED_SECURITY_PROTOCOLS
+        if listener.security_protocol not in served:
+            refuse("listeners", f"Listener {listener}", listener.security_protocol, internal)
     for name in controller_names:
         protocol = protocols.get(name)
-        if protocol is not None and protocol not in SERVED_SECURITY_PROTOCOLS:
-            refuse("controller.listener.names", f"Controller listener {name}", protocol)
+        if protocol is not None and protocol not in INTERNAL_SECURITY_PROTOCOLS:
+            refuse("controller.listener.names", f"Controller listener {name}", protocol, True)
 
 
 def parse_protocol_map(items: tuple[str, ...]) -> dict[str, str]:

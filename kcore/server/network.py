@@ -29,6 +29,13 @@ meanwhile. The task yields to the others once per request (the read, or an expli
 checkpoint before each further frame already buffered), so a client pipelining hundreds of
 small requests cannot starve other connections.
 
+TLS (``SSL`` listeners, ``ListenerSpec.tls``): the connection's task first does the TLS
+handshake, under ``kcore.ssl.handshake.timeout.ms``, so a slow or garbage handshake stalls only
+itself; the client certificate gives the connection's ``principal`` (else ``User:ANONYMOUS``),
+which every RequestContext carries to the authorizer. The reads are then the same socket
+reads, decrypted (``TlsChannel.reader``), and a response is gathered and encrypted in pieces
+(``sendfile`` cannot encrypt): see kcore/security/tls_transport.py.
+
 Bad input: a frame that does not decode, an unknown API key, or a version the broker does not
 serve closes the connection (Kafka does the same; there is no response format to answer an
 undecodable request with), except an ApiVersions request at an unknown version, which gets the
@@ -82,6 +89,7 @@ from kcore.protocol import (
 )
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.security.authenticator import Admission
+from kcore.security.tls_transport import ANONYMOUS, HandshakeFailed
 from kcore.server import sasl_shell
 from kcore.server.registry import CONTROLLER, EncodedResponse, HandlerRegistry
 from kcore.server.request_metrics import FETCH_KEY, RequestMetrics
@@ -134,6 +142,9 @@ class ListenerSpec:
     early_start: bool = True
     # A SASL listener's settings (kcore.security.sasl_config.SaslListenerConfig), else None.
     sasl: Any = None
+    # SSL and SASL_SSL listeners: a kcore.security.tls_transport.TlsListener (its current
+    # context; replaced on certificate reload). None: plaintext.
+    tls: Any = None
 
 
 @dataclass(slots=True)
@@ -292,8 +303,10 @@ class _Connection:
         self._scope: trio.CancelScope | None = None
         self._busy = False
         self._stopping = False
-        # Who the client is, for the authorizer: SASL sets it once the client authenticated.
-        self.principal = "User:ANONYMOUS"
+        # Who the client is, for the authorizer: from its certificate on a TLS listener with
+        # ssl.client.auth, else User:ANONYMOUS; SASL sets it once the client authenticated.
+        self.principal = ANONYMOUS
+        self._tls = None  # a TlsChannel on a TLS listener, after the handshake
         self.sasl = sasl_shell.new_authenticator(spec, server.state)
         if self.sasl is not None:  # until authenticated (sasl.server.max.receive.size)
             self.decoder.max_frame_bytes = min(
@@ -311,6 +324,14 @@ class _Connection:
         with trio.CancelScope() as self._scope:
             if self._stopping:
                 return
+            if self.spec.tls is not None:
+                # In this connection's own task, under a timeout: a slow or garbage handshake
+                # stalls nobody else.
+                try:
+                    self._tls = await self.spec.tls.accept(self.stream)
+                except HandshakeFailed as e:
+                    raise _CloseConnection(f"failed authentication ({e})") from None
+                self.principal = self._tls.principal
             await self._serve()
 
     async def _serve(self) -> None:
@@ -365,6 +386,8 @@ class _Connection:
                 pending = decoder.pending_frame_size() or 0
                 want = min(max(_RECV_BYTES, pending + 4 - decoder.buffered), _RECV_MAX_BYTES)
                 read = _reader(fd, want)
+            if self._tls is not None:  # the same socket reads, decrypted (a count into target)
+                read = self._tls.reader(target, want if target is None else len(target))
             try:
                 got = read()
             except BlockingIOError:
@@ -473,7 +496,11 @@ class _Connection:
 
     async def _send(self, parts: list[Any]) -> None:
         """Write a response: byte parts with ``os.writev`` (no joining copy), file slices with
-        ``os.sendfile``. Waits only while the socket's send buffer is full."""
+        ``os.sendfile``. Waits only while the socket's send buffer is full. On TLS, one
+        encrypted write of them all (see kcore/security/tls_transport.py)."""
+        if self._tls is not None:
+            await self._tls.send(parts)
+            return
         sock = self.stream.socket
         fd = sock.fileno()
         if fd < 0:

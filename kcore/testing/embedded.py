@@ -57,9 +57,12 @@ class EmbeddedCluster:
         config: Mapping[str, str] | None = None,
         data_dir: str | Path | None = None,
         admin: bool = False,
+        extra_listeners: tuple[str, ...] = (),
     ) -> None:
         """``admin=True`` gives every node an HTTP admin endpoint on a free loopback port
-        (:attr:`admin_urls`), kept across :meth:`restart`."""
+        (:attr:`admin_urls`), kept across :meth:`restart`. ``extra_listeners``: more
+        ``NAME://host:port`` listeners of node 1 (an SSL one, say; ``config`` then maps their
+        names in ``listener.security.protocol.map``)."""
         if brokers < 1:
             raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
@@ -69,6 +72,7 @@ class EmbeddedCluster:
         self.controller_port = free_port()
         self.admin_ports = [free_port() for _ in range(brokers)] if admin else []
         self._overrides = dict(config or {})
+        self._extra_listeners = tuple(extra_listeners)
         self.brokers: list[Any] = []  # the running nodes, node 1 first
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -115,8 +119,12 @@ class EmbeddedCluster:
         }
         if node_id == 1:
             props["process.roles"] = "broker,controller"
-            props["listeners"] = (
-                f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_port}"
+            props["listeners"] = ",".join(
+                (
+                    f"PLAINTEXT://127.0.0.1:{port}",
+                    *self._extra_listeners,
+                    f"CONTROLLER://127.0.0.1:{self.controller_port}",
+                )
             )
             props["log.dirs"] = str(self.data_dir / "logs")
         else:
@@ -131,9 +139,12 @@ class EmbeddedCluster:
     def _node_configs(self) -> list[BrokerConfig]:
         """Every node's configuration, the nodes formatted for one cluster (the id of node 1's
         directories when they exist, else a new one). Raises InvalidConfigError first."""
+        from kcore.security.tls_transport import TlsListeners
         from kcore.server.broker import ensure_formatted
 
         configs = [self.broker_config(i + 1) for i in range(len(self.ports))]
+        for config in configs:
+            TlsListeners(config)  # the TLS listeners' stores load (as `kcore server` checks)
         cluster_id = ensure_formatted(configs[0])
         for config in configs[1:]:
             ensure_formatted(config, cluster_id)

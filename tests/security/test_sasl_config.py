@@ -98,18 +98,20 @@ def test_sasl_keys_have_kafkas_defaults():
                 "listeners": "SASL_PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
                 "inter.broker.listener.name": "SASL_PLAINTEXT",
             },
-            "inter.broker.listener.name",
-            "The inter-broker listener SASL_PLAINTEXT uses SASL_PLAINTEXT: kcore's brokers do "
-            "not authenticate to each other with SASL yet",
+            "listeners",
+            "Listener SASL_PLAINTEXT://127.0.0.1:9094 uses security protocol SASL_PLAINTEXT, "
+            "which kcore does not support yet: only PLAINTEXT controller and inter-broker "
+            "listeners can be served",
         ),
         (
             {
                 "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
                 "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
             },
-            "controller.listener.names",
-            "Controller listener CONTROLLER uses SASL_PLAINTEXT: kcore's nodes do not "
-            "authenticate to the controllers with SASL yet",
+            "listeners",
+            "Listener CONTROLLER://127.0.0.1:9093 uses security protocol SASL_PLAINTEXT, "
+            "which kcore does not support yet: only PLAINTEXT controller and inter-broker "
+            "listeners can be served",
         ),
     ],
 )

@@ -476,14 +476,12 @@ def test_listener_parsing_reads_every_kafka_security_protocol():
     assert [x.security_protocol for x in listeners] == ["SASL_SSL", "SSL", "SASL_PLAINTEXT"]
 
 
-_UNSERVED = (
-    "which kcore does not support yet: only PLAINTEXT, SASL_PLAINTEXT listeners can be served "
-    "until TLS "
-)
+_UNSERVED = "which kcore does not support yet: only PLAINTEXT"
 
 
-# SASL_PLAINTEXT is served (tests/security/test_sasl_config.py has its refusals).
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+# Client listeners serve every protocol (tests/security has their settings' refusals); the
+# controller and inter-broker listeners stay PLAINTEXT until kcore's own clients secure them.
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize(
     "props, key, named",
     [
@@ -537,6 +535,7 @@ _UNSERVED = (
     ],
 )
 def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, protocol):
+    # Each case's listener is a controller or the inter-broker listener: PLAINTEXT only there.
     props = {k: v.replace("{p}", protocol) for k, v in props.items()}
     with pytest.raises(InvalidConfigError) as err:
         BrokerConfig(props)
@@ -544,6 +543,16 @@ def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, 
     message = err.value.message
     assert message.startswith(named.replace("{p}", protocol) + _UNSERVED), message
     assert message.endswith("(issue #18)") and "\n" not in message
+
+
+def test_broker_config_serves_an_ssl_client_listener():
+    config = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,CLIENT://:9094,CONTROLLER://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:SSL,CONTROLLER:PLAINTEXT",
+        }
+    )
+    assert [x.security_protocol for x in config.listeners] == ["PLAINTEXT", "SSL", "PLAINTEXT"]
 
 
 def test_broker_config_refusing_a_listener_does_not_warn_about_its_ssl_keys(caplog):

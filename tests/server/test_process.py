@@ -163,8 +163,9 @@ def test_process_sasl_ssl_listener_is_refused_at_start_with_one_line(tmp_path, c
     assert errors == [
         f"kcore {command}: {'invalid configuration: ' if command == 'server' else ''}"
         f"INVALID_CONFIG (40): Listener SASL_SSL://127.0.0.1:{port} uses security protocol "
-        "SASL_SSL, which kcore does not support yet: only PLAINTEXT, SASL_PLAINTEXT listeners "
-        "can be served until TLS is implemented (issue #18)"
+        "SASL_SSL, which kcore does not support yet: only PLAINTEXT controller and inter-broker "
+        "listeners can be served until controller and inter-broker security are implemented "
+        "(issue #18)"
     ]
     assert "isn't a known config" not in err
     assert _port_is_free(port) and _port_is_free(controller_port)

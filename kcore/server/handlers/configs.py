@@ -22,6 +22,7 @@ from kcore.metadata.config_control import dynamic_broker_config_type, is_dynamic
 from kcore.metadata.mirrors import mirrors_image
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
+from kcore.security.tls_config import is_tls_dynamic_key
 from kcore.server import authz
 from kcore.server.config import BROKER_CONFIGS
 from kcore.server.registry import HandlerRegistry
@@ -63,11 +64,14 @@ async def alter_configs_authorized(ctx, body, response_cls, forward):
         code = config_resource_allowed(
             ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
         )
+        message = code.message
+        if not code and (message := _tls_update_error(ctx, r, response_cls)) is not None:
+            code = ErrorCode.INVALID_CONFIG
         if code:
             refused.append(
                 response_cls.AlterConfigsResourceResponse(
                     error_code=int(code),
-                    error_message=code.message,
+                    error_message=message,
                     resource_type=r.resource_type,
                     resource_name=r.resource_name,
                 )
@@ -81,6 +85,22 @@ async def alter_configs_authorized(ctx, body, response_cls, forward):
     response = await forward(authz.replace(body, resources=kept))
     response.responses.extend(refused)
     return response
+
+
+def _tls_update_error(ctx, resource, response_cls) -> str | None:
+    """Why new listener.name.<l>.ssl.* values for this broker would not load, or None: checked
+    here, where the stores are, before the controller records them (other brokers' are checked
+    by them when they apply it, and kept out if they fail)."""
+    broker = ctx.server
+    if resource.resource_type != BROKER or resource.resource_name != str(broker.node_id):
+        return None
+    current = broker.metadata_image.configs.broker(broker.node_id)
+    incremental = response_cls is m.IncrementalAlterConfigsResponse
+    error = broker.tls_listeners.check_update(current, resource.configs, incremental)
+    if error is None and any(is_tls_dynamic_key(c.name) for c in resource.configs):
+        # The same path for a replaced file writes no new record: re-read it now, as Kafka.
+        broker.tls_listeners.reload_files()
+    return error
 
 
 def _topic_result(ctx, resource, body) -> m.DescribeConfigsResponse.DescribeConfigsResult:

@@ -1,0 +1,59 @@
+"""The security of kcore's own client connections, from Kafka's client keys: one place that
+reads ``security.protocol`` with the ``ssl.*`` and ``sasl.*`` keys, for the tools'
+``--command-config`` / ``--producer.config`` and the client configs alike.
+
+``SSL`` and ``SASL_SSL`` give a TLS context (:func:`~kcore.security.tls_config.build_client_context`),
+``SASL_PLAINTEXT`` and ``SASL_SSL`` the SASL settings
+(:func:`~kcore.security.sasl_client.sasl_client_settings`); a setting kcore's client cannot
+honour raises :class:`ClientSecurityError`, never a connection that is less secure than asked.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kcore.log.config import InvalidConfigError
+from kcore.security.sasl_client import (
+    SASL_CLIENT_KEYS,
+    SaslClientError,
+    SaslClientSettings,
+    sasl_client_settings,
+)
+from kcore.security.tls_config import CLIENT_SSL_KEYS, build_client_context
+
+CLIENT_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_SECURITY_KEYS = frozenset(SASL_CLIENT_KEYS) | CLIENT_SSL_KEYS
+
+
+class ClientSecurityError(ValueError):
+    """A client security setting kcore cannot honour (never with a password in it)."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    protocol: str
+    ssl_context: ssl.SSLContext | None
+    sasl: SaslClientSettings | None
+
+
+def client_security(props: Mapping[str, str]) -> ClientSecurity:
+    """The TLS context and SASL settings ``props`` ask for (other keys are ignored)."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in CLIENT_SECURITY_PROTOCOLS:
+        raise ClientSecurityError(
+            f"security.protocol={props['security.protocol']} is not supported by kcore's "
+            f"client: {', '.join(CLIENT_SECURITY_PROTOCOLS)}"
+        )
+    try:
+        sasl = sasl_client_settings(props)
+    except SaslClientError as e:
+        raise ClientSecurityError(str(e)) from None
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = build_client_context({k: v for k, v in props.items() if k in CLIENT_SSL_KEYS})
+        except InvalidConfigError as e:
+            raise ClientSecurityError(e.message) from None
+    return ClientSecurity(protocol, context, sasl)
