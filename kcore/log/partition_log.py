@@ -682,10 +682,17 @@ class PartitionLog(LogRetention, LogReads):
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
         """Drop every segment and restart the log empty at ``offset`` (decision D-16)."""
-        for seg in self.segments:
-            seg.delete()
-        self.segments = [LogSegment(self.dir, offset, self.segment_config, created_ms=now_ms)]
-        self._bases = [offset]
+        if not (
+            len(self.segments) == 1
+            and self.segments[0].base_offset == offset == self.log_end_offset
+        ):
+            for seg in self.segments:
+                seg.delete()
+            self.segments = [LogSegment(self.dir, offset, self.segment_config, created_ms=now_ms)]
+            self._bases = [offset]
+        # else: the one segment is empty and starts at ``offset`` already (a new partition a
+        # mirror starts at its source's log start offset): deleting and creating its files
+        # again would change nothing but cost a directory fsync per partition.
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
         self.epoch_cache.clear()

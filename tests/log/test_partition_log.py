@@ -282,6 +282,22 @@ def test_partition_log_truncate_fully_and_start_at_restarts_empty(plog):
     assert plog.log_end_offset == 1001
 
 
+def test_partition_log_truncate_fully_at_its_own_start_of_an_empty_log_writes_nothing(
+    plog, monkeypatch
+):
+    plog.truncate_fully_and_start_at(0)  # the empty log of a new partition, already at 0
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
+    segment = plog.segments[0]
+    plog.truncate_fully_and_start_at(0)
+    assert not fsyncs and plog.segments == [segment]
+    assert (plog.log_start_offset, plog.log_end_offset, plog.high_watermark) == (0, 0, 0)
+    plog.truncate_fully_and_start_at(7)  # elsewhere: a new segment at the new offset
+    assert [s.base_offset for s in plog.segments] == [7] and plog.log_end_offset == 7
+    plog.append_as_follower(batch(2, base_offset=7, leader_epoch=1), now_ms=NOW)
+    assert plog.log_end_offset == 9 and plog.latest_epoch == 1
+
+
 def test_partition_log_retention_by_bytes_and_time_and_delete_records(tmp_path):
     cfg = config(
         **{"internal.segment.bytes": 1000, "retention.bytes": 2500, "file.delete.delay.ms": 0}
