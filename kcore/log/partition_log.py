@@ -712,9 +712,20 @@ class PartitionLog(LogRetention, LogReads):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean shutdown: snapshot producer state, trim indexes, close every file."""
-        self.producer_state.take_snapshot()
-        self.epoch_cache.flush()
+        """Clean shutdown: snapshot producer state, trim indexes, close every file.
+
+        Each atomic write is two fsyncs, and a broker closes every log it holds: what is
+        already on disk is not written again. The epoch checkpoint is written only if dirty,
+        and an empty log with no producer and no snapshot gets none (the loader, finding no
+        snapshot, replays the log from its start, which is nothing: the same empty state)."""
+        state = self.producer_state
+        if (
+            state.producers
+            or self.log_end_offset != self.log_start_offset
+            or state.snapshot_offsets()
+        ):
+            state.take_snapshot()
+        self.epoch_cache.flush_if_dirty()
         for seg in self.segments:
             seg.flush()
             seg.close()

@@ -338,6 +338,37 @@ def test_partition_log_clean_reopen_keeps_everything_and_scans_nothing(tmp_path)
     again.close()
 
 
+def test_partition_log_close_of_an_empty_clean_log_writes_no_checkpoint_or_snapshot(
+    tmp_path, monkeypatch
+):
+    plog = create_log(tmp_path / "t-0", config(), now_ms=NOW)
+    plog.truncate_fully_and_start_at(40)  # as a mirror starts a new partition (D-16)
+    atomic = []
+    for module in ("kcore.log.checkpoint", "kcore.log.producer_snapshot"):
+        monkeypatch.setattr(f"{module}.atomic_write_bytes", lambda p, data: atomic.append(p))
+    plog.close()
+    assert atomic == []
+    again = load_log(tmp_path / "t-0", config(), had_clean_shutdown=True, recovery_point=40)
+    assert (again.log_start_offset, again.log_end_offset) == (40, 40)
+    assert not again.producer_state.producers and again.latest_epoch is None
+    again.close()
+
+
+def test_partition_log_close_snapshots_producers_even_of_an_emptied_log(tmp_path):
+    """Records deleted, producers kept (Kafka keeps them until they expire): a snapshot."""
+    plog = create_log(tmp_path / "t-0", config(**{"file.delete.delay.ms": 0}), now_ms=NOW)
+    plog.append_as_leader(batch(2, pid=9, epoch=0, seq=0), 1, now_ms=NOW)
+    plog.update_high_watermark(2)
+    plog.increment_log_start_offset(2)
+    plog.close()
+    again = load_log(
+        tmp_path / "t-0", config(), had_clean_shutdown=True, recovery_point=2, log_start_offset=2
+    )
+    assert again.log_start_offset == again.log_end_offset == 2
+    assert again.producer_state.last_entry(9).last_seq == 1
+    again.close()
+
+
 def test_partition_log_unclean_reopen_cuts_a_torn_tail(tmp_path):
     plog = create_log(tmp_path / "t-0", config(), now_ms=NOW)
     for _ in range(5):
