@@ -50,7 +50,7 @@ from kcore.metadata.authorizer import build_authorizer, parse_super_users
 from kcore.metadata.context import ControllerConfig
 from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
-from kcore.metadata.image import MetadataImage
+from kcore.metadata.image import ConfigResourceType, MetadataImage
 from kcore.metadata.publisher import MetadataLoader
 from kcore.mirror.manager import MirrorManager
 from kcore.mirror.metadata_sync_shell import MirrorMetadataSync
@@ -385,10 +385,14 @@ class KafkaBroker:
         changed = (getattr(delta, "configs_delta", None), getattr(delta, "topics_delta", None))
         if changed != (None, None):
             self._maintenance_wake.set()  # a new log or config may need an earlier tick
-        if getattr(delta, "configs_delta", None) is not None:
+        configs_delta = getattr(delta, "configs_delta", None)
+        if configs_delta is not None:
             self._topic_configs.clear()
-            for topic in {t for t, _ in self.replica_manager.partitions}:
-                self.log_manager.update_config(topic)
+            changed = getattr(configs_delta, "changed", None)
+            topics = None  # a broker default may have changed: every topic's logs
+            if changed is not None and all(kind == ConfigResourceType.TOPIC for kind, _ in changed):
+                topics = {name for _, name in changed}
+            self.log_manager.update_configs(topics)
         topics_delta = getattr(delta, "topics_delta", None)
         if topics_delta is not None:
             self._topic_configs.clear()
