@@ -5,6 +5,8 @@ coordinator double; then two real clusters starting and restarting 100 mirror pa
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 from confluent_kafka import Producer
@@ -14,6 +16,7 @@ from kcore.mirror.coordinator import PartitionMirrorState
 from kcore.mirror.events import OpCompleted, OpFailed, PersistedState, StateLoaded
 from kcore.mirror.partition_ops import Coalescer, MirrorPartitionOps
 from kcore.mirror.state import MirrorPartitionState
+from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.testing import MirroredClusters
 from tests.client.fake_broker import trio_test
@@ -192,6 +195,74 @@ async def test_ops_a_write_carries_the_drivers_leader_epoch_and_drops_ended_driv
         ("t", 0, 7, int(S.MIRRORING))
     ]
     assert live.events == [OpCompleted(1)] and ended.events == []
+
+
+class _Broker:
+    """The controller (one call per BumpLeaderEpochs, ``unknown`` partitions refused) and the
+    replica manager of an in-test broker."""
+
+    def __init__(self, unknown=()):
+        self.unknown = set(unknown)
+        self.bumps = []
+        self.config = self
+        self.replica_manager = self
+
+    def value(self, key):
+        return 0
+
+    def partition_or_error(self, topic, index):
+        return _Partition(uuid.uuid5(uuid.NAMESPACE_OID, topic))
+
+    async def controller_call(self, operation):
+        return operation(self, 0)
+
+    def bump_leader_epochs(self, request):
+        asked = [(t.topic_id, p.partition_index, p.min_leader_epoch) for t in request.topics
+                 for p in t.partitions]  # fmt: skip
+        self.bumps.append(asked)
+        R = m.BumpLeaderEpochsResponse
+        return R(
+            topics=[
+                R.TopicPartitions(
+                    topic_name=f"t{i}",
+                    partitions=[
+                        R.PartitionDetail(
+                            partition_index=p.partition_index,
+                            error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                            if (f"t{i}", p.partition_index) in self.unknown
+                            else 0,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for i, t in enumerate(request.topics)
+            ]
+        )
+
+
+class _Partition:
+    def __init__(self, topic_id):
+        self.topic_id = topic_id
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_ops_epoch_bumps_of_many_partitions_are_one_controller_call():
+    broker = _Broker(unknown=[("t1", 0)])
+    drivers = [_Driver((f"t{i}", p)) for i in range(2) for p in range(3)]
+
+    async def work(ops):
+        ops.manager.broker = broker
+        for op, driver in enumerate(drivers):
+            ops.bump_epoch(driver, op, 10 + op)
+
+    await _with_ops(_Access(), work)
+    assert len(broker.bumps) == 1
+    assert [(p, e) for _, p, e in broker.bumps[0]] == [(0, 10), (1, 11), (2, 12), (0, 13), (1, 14),
+                                                       (2, 15)]  # fmt: skip
+    assert [d.events for d in drivers[:3]] == [[OpCompleted(0)], [OpCompleted(1)], [OpCompleted(2)]]
+    refused = drivers[3].events
+    assert len(refused) == 1 and refused[0].error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert drivers[4].events == [OpCompleted(4)] and drivers[5].events == [OpCompleted(5)]
 
 
 # -- two real clusters --------------------------------------------------------------------------
