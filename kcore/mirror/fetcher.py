@@ -375,7 +375,11 @@ class MirrorFetcherManager:
         for tp, leader in leaders.items():
             if not still_wanted(tp):
                 continue
-            partition = self.replica_manager.partition_or_error(*tp)
+            try:
+                partition = self.replica_manager.partition_or_error(*tp)
+            except KafkaError as e:  # no longer here (deleted meanwhile): that one only
+                refused[tp] = e
+                continue
             states[tp] = InitialFetchState(
                 topic_id=partition.topic_id,
                 leader_id=leader,
