@@ -2,7 +2,12 @@
 the destination's clients.
 
     .venv/bin/python bench/mirror_sync_bench.py [--topics 1000] [--partitions 10] [--groups 1000]
-                                                [--acls 100] [--repeat 3]
+                                                [--acls 100] [--repeat 3] [--verbose]
+                                                [--steps] [--profile FILE]
+
+``--steps`` lists the longest steps of the destination's event loop during the rounds, per task,
+and the collector's pauses apart (what the probe's p99 waits for); ``--profile`` writes a
+cProfile of the destination's thread during the rounds.
 
 The source kcore runs as a child process (its own Python, so the brokers do not share a GIL) and
 is filled first, untimed: ``--topics`` topics of ``--partitions`` partitions, a few records in
