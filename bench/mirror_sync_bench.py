@@ -369,7 +369,11 @@ def main() -> None:
             produce_busy, fetch_busy = probe.between(windows)
     finally:
         source.stdin.close()
-        source.wait(60)
+        try:  # a source of 10,000 partitions takes a while to close cleanly on a busy disk
+            source.wait(300)
+        except subprocess.TimeoutExpired:
+            source.kill()
+            source.wait()
 
     def spread(values):
         return f"{statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
