@@ -2,7 +2,12 @@
 the destination's clients.
 
     .venv/bin/python bench/mirror_sync_bench.py [--topics 1000] [--partitions 10] [--groups 1000]
-                                                [--acls 100] [--repeat 3]
+                                                [--acls 100] [--repeat 3] [--verbose]
+                                                [--steps] [--profile FILE]
+
+``--steps`` lists the longest steps of the destination's event loop during the rounds, per task,
+and the collector's pauses apart (what the probe's p99 waits for); ``--profile`` writes a
+cProfile of the destination's thread during the rounds.
 
 The source kcore runs as a child process (its own Python, so the brokers do not share a GIL) and
 is filled first, untimed: ``--topics`` topics of ``--partitions`` partitions, a few records in
@@ -29,9 +34,12 @@ latency during a round within 2x idle.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
 import json
 import logging
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -96,6 +104,46 @@ trio.run(main, sys.argv[1], sys.argv[2])
 """
 
 MIRROR = "bench"
+
+
+class LoopSteps:
+    """A Trio instrument of the destination's loop: the longest single steps of each task while
+    ``on`` (``--steps``). One step is what runs between two awaits; its length is how long every
+    other request on the broker waited for the loop."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self._began = 0.0
+        self._collected = 0.0
+        self.steps: dict[str, list[float]] = {}
+        self._gc_began = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict) -> None:
+        """The collector's pauses land in whichever step is running: counted apart."""
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        elif self.on and threading.current_thread().name == "kcore-embedded":
+            took = time.perf_counter() - self._gc_began
+            self._collected += took
+            self.steps.setdefault(f"(gc generation {info['generation']})", []).append(took)
+
+    def before_task_step(self, task) -> None:
+        self._began = time.perf_counter()
+        self._collected = 0.0
+
+    def after_task_step(self, task) -> None:
+        if self.on:
+            # Without the collector's pauses inside the step: those are counted apart.
+            took = time.perf_counter() - self._began - self._collected
+            if took >= 0.002:
+                self.steps.setdefault(task.name, []).append(took)
+
+    def report(self, shown: int = 12) -> None:
+        rows = sorted(self.steps.items(), key=lambda kv: -sum(kv[1]))[:shown]
+        print("loop steps >= 2 ms (and collector pauses) during the rounds: count, total, max")
+        for name, took in rows:
+            print(f"  {name}: {len(took)}, {sum(took) * 1000:.0f} ms, {max(took) * 1000:.1f} ms")
 
 
 async def fill_source(bootstrap: str, args) -> None:
@@ -206,6 +254,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--settle", type=float, default=300, help="max wait for MIRRORING")
     parser.add_argument("--verbose", action="store_true", help="log each round's phases")
+    parser.add_argument(
+        "--steps", action="store_true", help="report the longest loop steps during the rounds"
+    )
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the destination's rounds")
     args = parser.parse_args()
     if args.verbose:
         logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
@@ -271,9 +323,26 @@ def main() -> None:
             time.sleep(5)
 
             sync = dest.broker.mirror_sync
+            steps = LoopSteps()
+
+            async def instrument():
+                trio.lowlevel.add_instrument(steps)
+
+            if args.steps:
+                dest._call(instrument)
+
+            profile = cProfile.Profile() if args.profile else None
 
             async def round_once():
-                return await sync.sync_once(MIRROR)
+                steps.on = True
+                if profile is not None:
+                    profile.enable()  # on the destination's thread: all of its loop
+                try:
+                    return await sync.sync_once(MIRROR)
+                finally:
+                    steps.on = False
+                    if profile is not None:
+                        profile.disable()
 
             def timed_round(kind: str) -> None:
                 a = time.time()
@@ -300,7 +369,11 @@ def main() -> None:
             produce_busy, fetch_busy = probe.between(windows)
     finally:
         source.stdin.close()
-        source.wait(60)
+        try:  # a source of 10,000 partitions takes a while to close cleanly on a busy disk
+            source.wait(300)
+        except subprocess.TimeoutExpired:
+            source.kill()
+            source.wait()
 
     def spread(values):
         return f"{statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
@@ -330,6 +403,11 @@ def main() -> None:
         print(f"{what[:-3]} latency p50 {r['idle_p50']:.2f} -> {r['round_p50']:.2f} ms, "
               f"p99 {r['idle_p99']:.2f} -> {r['round_p99']:.2f} ms (idle -> during rounds)")  # fmt: skip
     print(json.dumps(report))
+    if args.steps:
+        steps.report()
+    if profile is not None:
+        profile.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("cumulative").print_stats(40)
 
 
 async def _commit_all(bootstrap: str, args, offset: int) -> None:

@@ -177,6 +177,10 @@ class LeaderEpochFileCache:
 
     def clear(self, flush: bool = True) -> None:
         """Remove every entry (the log was deleted or truncated fully)."""
+        if not self._epochs and not self._dirty:
+            # Already empty, and so is the file: no change (and no fsync). A mirror's start
+            # restarts each new, empty partition at the source's log start offset (D-16).
+            return
         self._epochs.clear()
         self._starts.clear()
         if flush:

@@ -46,7 +46,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kcore.log.checkpoint import (
@@ -299,12 +299,19 @@ class LogManager:
         if not any(t == topic for t, _ in self.logs):
             self.topic_ids.pop(topic, None)
 
-    def update_config(self, topic: str) -> None:
-        """Re-read a topic's config (after an AlterConfigs) into its open logs."""
-        config = self.config_for(topic)
-        for (t, _), plog in self.logs.items():
-            if t == topic:
-                plog.config = config
+    def update_configs(self, topics: Iterable[str] | None = None) -> None:
+        """Re-read the configs of ``topics`` (every topic when None: a broker default changed)
+        into their open logs, in one pass over the logs (one pass per topic was topics x logs:
+        10 million steps for a broker of 10,000 partitions over 1,000 topics)."""
+        wanted = None if topics is None else set(topics)
+        configs: dict[str, object] = {}
+        for (topic, _), plog in self.logs.items():
+            if wanted is not None and topic not in wanted:
+                continue
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self.config_for(topic)
+            plog.config = config
 
     # -- maintenance -------------------------------------------------------------------------
 

@@ -682,10 +682,17 @@ class PartitionLog(LogRetention, LogReads):
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
         """Drop every segment and restart the log empty at ``offset`` (decision D-16)."""
-        for seg in self.segments:
-            seg.delete()
-        self.segments = [LogSegment(self.dir, offset, self.segment_config, created_ms=now_ms)]
-        self._bases = [offset]
+        if not (
+            len(self.segments) == 1
+            and self.segments[0].base_offset == offset == self.log_end_offset
+        ):
+            for seg in self.segments:
+                seg.delete()
+            self.segments = [LogSegment(self.dir, offset, self.segment_config, created_ms=now_ms)]
+            self._bases = [offset]
+        # else: the one segment is empty and starts at ``offset`` already (a new partition a
+        # mirror starts at its source's log start offset): deleting and creating its files
+        # again would change nothing but cost a directory fsync per partition.
         self.log_start_offset = self.log_end_offset = offset
         self.recovery_point = self.high_watermark = offset
         self.epoch_cache.clear()
@@ -705,9 +712,20 @@ class PartitionLog(LogRetention, LogReads):
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Clean shutdown: snapshot producer state, trim indexes, close every file."""
-        self.producer_state.take_snapshot()
-        self.epoch_cache.flush()
+        """Clean shutdown: snapshot producer state, trim indexes, close every file.
+
+        Each atomic write is two fsyncs, and a broker closes every log it holds: what is
+        already on disk is not written again. The epoch checkpoint is written only if dirty,
+        and an empty log with no producer and no snapshot gets none (the loader, finding no
+        snapshot, replays the log from its start, which is nothing: the same empty state)."""
+        state = self.producer_state
+        if (
+            state.producers
+            or self.log_end_offset != self.log_start_offset
+            or state.snapshot_offsets()
+        ):
+            state.take_snapshot()
+        self.epoch_cache.flush_if_dirty()
         for seg in self.segments:
             seg.flush()
             seg.close()

@@ -82,8 +82,10 @@ from kcore.replica.replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 READ_COMMITTED_FETCH_VERSION = 4  # KIP-98: Fetch's isolation_level
+ADDED_SHOWN = 20  # partitions named in one "added fetcher" log line (a start adds thousands)
 
 __all__ = [
+    "AddedPartitions",
     "MirrorFetchListener",
     "MirrorFetcherManager",
     "MirrorPartitionHandler",
@@ -121,6 +123,15 @@ class SourceOffsets:
     bytes_mirrored: int = 0
     batches_mirrored: int = 0
     records_mirrored: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AddedPartitions:
+    """What :meth:`MirrorFetcherManager.add_partitions` did: the partitions now fetched, and
+    those it could not add with why (the ones no longer wanted are in neither)."""
+
+    added: list[TopicPartition]
+    refused: dict[TopicPartition, KafkaError]
 
 
 class MirrorPartitionHandler:
@@ -320,41 +331,64 @@ class MirrorFetcherManager:
     # -- membership (the state machine calls these) -------------------------------------------
 
     async def add_partitions(
-        self, tps: Iterable[TopicPartition], still_wanted: Callable[[], bool] = lambda: True
-    ) -> bool:
+        self,
+        tps: Iterable[TopicPartition],
+        still_wanted: Callable[[TopicPartition], bool] = lambda tp: True,
+    ) -> AddedPartitions:
         """Start mirroring ``tps`` (M-32: on entering MIRRORING, resume included): each from
         the destination's log end offset, its latest epoch as ``LastFetchedEpoch``. Looks up
-        the source leaders first (raises what the client raises if it cannot).
+        the source leaders first, in one Metadata request for all of them and one version
+        check per leader (raises what the client raises if it cannot ask at all).
 
-        ``still_wanted`` is asked once those lookups are done, just before the partitions
-        join a fetcher: the caller may have asked for their removal meanwhile (a leadership
-        ended, a stop began), and an add that landed after it would fetch for a partition
-        nobody drives. Returns whether they were added."""
-        tps = list(tps)
+        ``still_wanted(tp)`` is asked once those lookups are done, just before the partitions
+        join a fetcher: the caller may have asked for a removal meanwhile (a leadership ended,
+        a stop began), and an add that landed after it would fetch for a partition nobody
+        drives. A partition whose source leader is unknown, or refuses (D-19), is not added
+        and is in ``refused`` with why; the others are added."""
+        tps = list(dict.fromkeys(tps))
         client = self.client(0)
         await client.refresh_metadata(sorted({t for t, _ in tps}))
-        for leader in sorted({client.metadata.leader_for(*tp) for tp in tps}):
-            await self._check_fetch_version(client, leader)
-        if not still_wanted():
-            return False
-        states = {}
+        refused: dict[TopicPartition, KafkaError] = {}
+        leaders: dict[TopicPartition, int] = {}
         for tp in tps:
-            partition = self.replica_manager.partition_or_error(*tp)
-            info = client.metadata.partition(*tp)
+            try:
+                leaders[tp] = client.metadata.leader_for(*tp)
+            except KafkaError as e:
+                refused[tp] = e
+        for leader in sorted(set(leaders.values())):
+            try:
+                await self._check_fetch_version(client, leader)
+            except KafkaError as e:
+                for tp in [tp for tp, at in leaders.items() if at == leader]:
+                    refused[tp] = e
+                    del leaders[tp]
+        states = {}
+        for tp, leader in leaders.items():
+            if not still_wanted(tp):
+                continue
+            try:
+                partition = self.replica_manager.partition_or_error(*tp)
+            except KafkaError as e:  # no longer here (deleted meanwhile): that one only
+                refused[tp] = e
+                continue
             states[tp] = InitialFetchState(
                 topic_id=partition.topic_id,
-                leader_id=client.metadata.leader_for(*tp),
-                leader_epoch=info.leader_epoch,
+                leader_id=leader,
+                leader_epoch=client.metadata.partition(*tp).leader_epoch,
                 fetch_offset=partition.log_end_offset,
                 last_fetched_epoch=partition.latest_epoch,
             )
         self.manager.add_fetcher_for_partitions(states)
-        log.info(
-            "mirror %s: added fetcher for %s", self.mirror,
-            ", ".join(f"{t}-{p} at {s.fetch_offset} (source leader {s.leader_id})"
-                      for (t, p), s in states.items()),
-        )  # fmt: skip
-        return True
+        if states:
+            shown = list(states.items())[:ADDED_SHOWN]
+            more = len(states) - len(shown)
+            log.info(
+                "mirror %s: added fetcher for %s%s", self.mirror,
+                ", ".join(f"{t}-{p} at {s.fetch_offset} (source leader {s.leader_id})"
+                          for (t, p), s in shown),
+                f" and {more} more" if more else "",
+            )  # fmt: skip
+        return AddedPartitions(list(states), refused)
 
     async def _check_fetch_version(self, client: KafkaClient, leader: int) -> None:
         """D-19 needs READ_COMMITTED, which Fetch has from v4 (KIP-98): a source leader that

@@ -51,7 +51,7 @@ from kcore.metadata.authorizer import build_authorizer, parse_super_users
 from kcore.metadata.context import ControllerConfig
 from kcore.metadata.controller import QuorumController
 from kcore.metadata.features import SUPPORTED_FEATURES
-from kcore.metadata.image import MetadataImage
+from kcore.metadata.image import ConfigResourceType, MetadataImage
 from kcore.metadata.publisher import MetadataLoader
 from kcore.mirror.manager import MirrorManager
 from kcore.mirror.metadata_sync_shell import MirrorMetadataSync
@@ -296,6 +296,16 @@ class KafkaBroker:
         """The topic's ``mirror.name`` config (spec M-04), None for a topic of no mirror."""
         return self._topic_config(topic).mirror
 
+    def _forget_topic_configs(self, topics: set[str] | None) -> None:
+        """Drop the cached configs of ``topics`` (all when None). Only those: the mirror
+        manager asks every led partition's ``mirror.name`` after each metadata update, and
+        resolving 1,000 topics' configs again each time was a quarter of a second."""
+        if topics is None:
+            self._topic_configs.clear()
+        else:
+            for topic in topics:
+                self._topic_configs.pop(topic, None)
+
     def _topic_config(self, topic: str) -> LogConfig:
         cached = self._topic_configs.get(topic)
         if cached is None:
@@ -444,15 +454,25 @@ class KafkaBroker:
         changed = (getattr(delta, "configs_delta", None), getattr(delta, "topics_delta", None))
         if changed != (None, None):
             self._maintenance_wake.set()  # a new log or config may need an earlier tick
-        if getattr(delta, "configs_delta", None) is not None:
-            self._topic_configs.clear()
+        configs_delta = getattr(delta, "configs_delta", None)
+        if configs_delta is not None:
+            resources = getattr(configs_delta, "changed", None)
+            # A broker default may have changed, or a snapshot replaced everything (its delta
+            # does not list the resources it dropped): every topic's configs then.
+            topics = None
+            if (
+                resources is not None
+                and not getattr(delta, "snapshot", False)
+                and all(kind == ConfigResourceType.TOPIC for kind, _ in resources)
+            ):
+                topics = {name for _, name in resources}
+            self._forget_topic_configs(topics)
             # Certificate reload: dynamic listener.name.<l>.ssl.* configs of this broker.
             self.tls_listeners.on_dynamic_configs(image.configs.broker(self.node_id))
-            for topic in {t for t, _ in self.replica_manager.partitions}:
-                self.log_manager.update_config(topic)
+            self.log_manager.update_configs(topics)
         topics_delta = getattr(delta, "topics_delta", None)
         if topics_delta is not None:
-            self._topic_configs.clear()
+            self._forget_topic_configs(_topic_names(topics_delta))
             # Partitions created, led, followed, deleted; then its listeners (coordinators).
             self.replica_manager.apply_delta(topics_delta, now)
         if changed != (None, None):
@@ -704,3 +724,12 @@ class KafkaBroker:
             features=features,
             rack=self.config.broker_rack,
         )
+
+
+def _topic_names(topics_delta) -> set[str] | None:
+    """The names of the topics a TopicsDelta creates, changes or removes (None: unknown)."""
+    changed = getattr(topics_delta, "changed", None)
+    deleted = getattr(topics_delta, "deleted", None)
+    if changed is None or deleted is None:
+        return None
+    return {td.name for td in changed.values()} | {t.name for t in deleted.values()}

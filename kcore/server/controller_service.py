@@ -71,11 +71,21 @@ class ControllerService:
     # -- events from the quorum --------------------------------------------------------------
 
     def _on_commit(self, entries: list[tuple[int, bytes]]) -> None:
-        last = None
+        # Replayed a run of consecutive offsets at a time: one image per run, not per record
+        # (each image copies the topic maps, so per record a restart replaying a log of 40,000
+        # records over 1,000 topics was quadratic). Control records leave gaps between runs.
+        run: list = []
+        first = last = None
         for offset, data in entries:
-            record, _ = decode_record(data)
-            self.controller.replay(record, offset)
+            if run and offset != last + 1:
+                self.controller.replay_batch(run, first)
+                run = []
+            if not run:
+                first = offset
+            run.append(decode_record(data)[0])
             last = offset
+        if run:
+            self.controller.replay_batch(run, first)
         if last is not None:
             self.controller.commit(last)
         self._wakeup.set()

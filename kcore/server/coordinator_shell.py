@@ -375,8 +375,10 @@ class CoordinatorShell:
             finally:
                 self._nursery = None
 
-    def _after_tick(self, now: int) -> None:
-        """Run after every wake-up of the timer (and any tick); nothing by default."""
+    def _after_tick(self, now: int) -> bool:
+        """Run after every wake-up of the timer (and any tick); nothing by default. Returns
+        whether it may have changed the core's next deadline."""
+        return False
 
     async def _run_timer(self) -> None:
         """Forever: tick the core when its next deadline (None: none) is due, then sleep until
@@ -386,14 +388,17 @@ class CoordinatorShell:
             self._wake = trio.Event()
             now = self.now_ms()
             deadline = self.core.next_deadline_ms()
-            if deadline is not None and deadline <= now:
+            ticked = deadline is not None and deadline <= now
+            if ticked:
                 try:
                     self.core.tick(now)
                 except Exception:
                     self._log.exception("%s: tick failed", self.name)
                     await trio.sleep(TICK_FAILURE_BACKOFF_S)
-            self._after_tick(now)
-            deadline = self.core.next_deadline_ms()
+            if self._after_tick(now) or ticked:
+                # Looked for again only when something ran: the group coordinator's look is a
+                # pass over every group, and the timer wakes after every request (kick).
+                deadline = self.core.next_deadline_ms()
             timeout = math.inf if deadline is None else max(deadline - self.now_ms(), 0) / 1000
             with trio.move_on_after(timeout):
                 await self._wake.wait()

@@ -453,8 +453,9 @@ class TransactionCoordinatorService(CoordinatorShell):
                     await client.aclose()
                 self._clients.clear()
 
-    def _after_tick(self, now: int) -> None:
+    def _after_tick(self, now: int) -> bool:
         self._send_due_markers(now)
+        return True  # draining the markers may move the core's next deadline
 
     def _send_due_markers(self, now: int) -> None:
         """Send the marker work that is due (after every wake-up of the timer)."""

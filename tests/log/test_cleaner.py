@@ -553,3 +553,13 @@ def test_cleaner_matches_a_dict_model_across_many_cleans(tmp_path_factory, ops, 
     assert visible(again) == model
     assert_consistent(again, journal)
     again.close()
+
+
+def test_complete_interrupted_swaps_with_nothing_interrupted_touches_nothing(tmp_path, monkeypatch):
+    plog = create_log(tmp_path / "t-0", LogConfig.from_layers({}), now_ms=0)
+    plog.close()
+    before = sorted(os.listdir(plog.dir))
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
+    assert complete_interrupted_swaps(plog.dir) == []
+    assert not fsyncs and sorted(os.listdir(plog.dir)) == before

@@ -128,6 +128,28 @@ def test_leader_epoch_cache_truncate_from_start_at_first_start_is_a_no_op(tmp_pa
     assert cache.epoch_entries() == [(2, 6), (3, 8)] and not fsyncs
 
 
+def test_leader_epoch_cache_clear_of_an_empty_clean_cache_writes_nothing(tmp_path, monkeypatch):
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
+    cache = _cache_with(tmp_path)
+    cache.clear()
+    assert not fsyncs and not (tmp_path / "leader-epoch-checkpoint").exists()
+
+
+def test_leader_epoch_cache_clear_writes_when_the_file_or_memory_has_entries(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = _cache_with(tmp_path, (2, 6))
+    cache.flush()
+    cache.clear()
+    assert LeaderEpochFileCache(LeaderEpochCheckpointFile(path)).epoch_entries() == []
+    # Emptied without a write, then cleared: the file still had the entry, so it is written.
+    cache = _cache_with(tmp_path, (3, 8))
+    cache.flush()
+    cache.truncate_from_end(0, flush=False)
+    cache.clear()
+    assert LeaderEpochFileCache(LeaderEpochCheckpointFile(path)).epoch_entries() == []
+
+
 def test_leader_epoch_cache_truncation_without_flush_marks_dirty(tmp_path):
     cache = _cache_with(tmp_path, (2, 6), (3, 8))
     cache.flush()

@@ -576,3 +576,24 @@ def test_log_manager_cleaner_marks_a_failing_log_uncleanable(tmp_path, monkeypat
     assert len(calls) == 1  # not tried again
     assert "uncleanable" in caplog.text
     assert _keys(plog).count(b"k0") == 10  # the data is untouched and readable
+
+
+def test_log_manager_update_configs_rereads_only_the_topics_named_or_all(tmp_path):
+    retention = {"a": 1000, "b": 2000}
+    manager = LogManager(
+        [tmp_path / "logs"], lambda topic: config(**{"retention.ms": retention[topic]})
+    )
+    manager.format(CLUSTER, 1)
+    manager.startup(T0)
+    for tp in (("a", 0), ("a", 1), ("b", 0)):
+        manager.get_or_create_log(*tp, uuid.uuid4(), T0)
+    retention.update(a=5000, b=6000)
+    manager.update_configs(["a"])
+    assert [manager.get_log(*tp).config.retention_ms for tp in (("a", 0), ("a", 1), ("b", 0))] == [
+        5000,
+        5000,
+        2000,
+    ]
+    manager.update_configs()  # a broker default changed: every topic
+    assert manager.get_log("b", 0).config.retention_ms == 6000
+    manager.shutdown()

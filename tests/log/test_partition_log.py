@@ -282,6 +282,22 @@ def test_partition_log_truncate_fully_and_start_at_restarts_empty(plog):
     assert plog.log_end_offset == 1001
 
 
+def test_partition_log_truncate_fully_at_its_own_start_of_an_empty_log_writes_nothing(
+    plog, monkeypatch
+):
+    plog.truncate_fully_and_start_at(0)  # the empty log of a new partition, already at 0
+    fsyncs = []
+    monkeypatch.setattr("os.fsync", lambda fd: fsyncs.append(fd))
+    segment = plog.segments[0]
+    plog.truncate_fully_and_start_at(0)
+    assert not fsyncs and plog.segments == [segment]
+    assert (plog.log_start_offset, plog.log_end_offset, plog.high_watermark) == (0, 0, 0)
+    plog.truncate_fully_and_start_at(7)  # elsewhere: a new segment at the new offset
+    assert [s.base_offset for s in plog.segments] == [7] and plog.log_end_offset == 7
+    plog.append_as_follower(batch(2, base_offset=7, leader_epoch=1), now_ms=NOW)
+    assert plog.log_end_offset == 9 and plog.latest_epoch == 1
+
+
 def test_partition_log_retention_by_bytes_and_time_and_delete_records(tmp_path):
     cfg = config(
         **{"internal.segment.bytes": 1000, "retention.bytes": 2500, "file.delete.delay.ms": 0}
@@ -319,6 +335,37 @@ def test_partition_log_clean_reopen_keeps_everything_and_scans_nothing(tmp_path)
     assert again.log_end_offset == 20 and len(again.segments) == len(plog.segments)
     retry = again.append_as_leader(batch(2, pid=4, epoch=0, seq=18, size=150), 1, now_ms=NOW)
     assert retry.duplicate and retry.first_offset == 18  # producer state survived the restart
+    again.close()
+
+
+def test_partition_log_close_of_an_empty_clean_log_writes_no_checkpoint_or_snapshot(
+    tmp_path, monkeypatch
+):
+    plog = create_log(tmp_path / "t-0", config(), now_ms=NOW)
+    plog.truncate_fully_and_start_at(40)  # as a mirror starts a new partition (D-16)
+    atomic = []
+    for module in ("kcore.log.checkpoint", "kcore.log.producer_snapshot"):
+        monkeypatch.setattr(f"{module}.atomic_write_bytes", lambda p, data: atomic.append(p))
+    plog.close()
+    assert atomic == []
+    again = load_log(tmp_path / "t-0", config(), had_clean_shutdown=True, recovery_point=40)
+    assert (again.log_start_offset, again.log_end_offset) == (40, 40)
+    assert not again.producer_state.producers and again.latest_epoch is None
+    again.close()
+
+
+def test_partition_log_close_snapshots_producers_even_of_an_emptied_log(tmp_path):
+    """Records deleted, producers kept (Kafka keeps them until they expire): a snapshot."""
+    plog = create_log(tmp_path / "t-0", config(**{"file.delete.delay.ms": 0}), now_ms=NOW)
+    plog.append_as_leader(batch(2, pid=9, epoch=0, seq=0), 1, now_ms=NOW)
+    plog.update_high_watermark(2)
+    plog.increment_log_start_offset(2)
+    plog.close()
+    again = load_log(
+        tmp_path / "t-0", config(), had_clean_shutdown=True, recovery_point=2, log_start_offset=2
+    )
+    assert again.log_start_offset == again.log_end_offset == 2
+    assert again.producer_state.last_entry(9).last_seq == 1
     again.close()
 
 

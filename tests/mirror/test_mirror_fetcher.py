@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode
 from kcore.record.batch import (
     ATTRIBUTES_POS,
     CRC_POS,
@@ -442,5 +443,27 @@ def test_mirror_fetcher_above_the_source_end_without_divergence_fails(source, de
         assert "above the source's log end offset 2" in reason
         assert (topic, 0) not in manager.partitions  # it left the fetcher
         assert partition(destination, topic, 0).log_end_offset == 5  # nothing was removed
+    finally:
+        _stop_fetcher(destination)
+
+
+def test_mirror_fetcher_add_refuses_only_the_partitions_it_cannot_fetch(source, destination):
+    topic, gone = _name("kept"), _name("gone")
+    source.create_topic(topic, partitions=PARTITIONS)
+    create_mirror_topic(destination, topic, topic_id(source, topic), PARTITIONS, MIRROR)
+    create_mirror_topic(destination, gone, uuid.uuid4(), 1, MIRROR)  # not on the source
+    manager = _start_fetcher(destination, source, Signals())
+    skipped = (topic, 1)
+
+    async def add():
+        return await manager.add_partitions(
+            [(topic, 0), skipped, (gone, 0)], lambda tp: tp != skipped
+        )
+
+    try:
+        result = destination._call(add)
+        assert result.added == [(topic, 0)] and manager.partitions == {(topic, 0)}
+        assert list(result.refused) == [(gone, 0)]
+        assert result.refused[(gone, 0)].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     finally:
         _stop_fetcher(destination)
