@@ -51,6 +51,15 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     except SaslClientError as e:
         raise ClientSecurityError(str(e)) from None
     context = None
+    stray = sorted(k for k in props if k in CLIENT_SSL_KEYS)
+    if stray and protocol not in ("SSL", "SASL_SSL"):
+        # Kafka's clients ignore them there; a TLS setting that silently does nothing would let
+        # an operator believe the connection is encrypted.
+        secured = "SSL" if protocol == "PLAINTEXT" else "SASL_SSL"
+        raise ClientSecurityError(
+            f"{', '.join(stray)} given with security.protocol={protocol}: set "
+            f"security.protocol={secured} to use TLS"
+        )
     if protocol in ("SSL", "SASL_SSL"):
         try:
             context = build_client_context({k: v for k, v in props.items() if k in CLIENT_SSL_KEYS})

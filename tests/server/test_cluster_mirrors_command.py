@@ -97,12 +97,12 @@ def test_cluster_mirrors_topic_is_a_prefix_of_topics(capsys):
 
 def test_cluster_mirrors_command_config_refuses_what_the_client_cannot_honour(capsys, tmp_path):
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
     status, _, err = _run(
         capsys, "--bootstrap-server", "h:1", "--list", "--command-config", str(config)
     )
     assert status == 1
-    assert re.search(r"security.protocol=SASL_SSL is not supported", err)
+    assert re.search(r"sasl.mechanism=GSSAPI is not supported by kcore's client", err)
     config.write_text("client.id=ops\nretries=3\n")
     status, _, err = _run(
         capsys, "--bootstrap-server", "h:1", "--list", "--command-config", str(config)

@@ -240,7 +240,10 @@ def test_configs_unreachable_broker_and_command_config_errors(cluster, tmp_path)
     assert "sasl.mechanism given with security.protocol=PLAINTEXT" in one_line(refused)
     props.write_text("ssl.truststore.location=/x\n")
     refused = configs(cluster, "--describe", "--topic", "t", "--command-config", str(props))
-    assert "does not support ssl.truststore.location" in one_line(refused)
+    assert (
+        "ssl.truststore.location given with security.protocol=PLAINTEXT: set "
+        "security.protocol=SSL to use TLS"
+    ) in one_line(refused)
     props.write_text("client.id=ops-tool\nrequest.timeout.ms=5000\n")
     topic = _topic(cluster)
     ok = configs(cluster, "--describe", "--topic", topic, "--command-config", str(props))
