@@ -405,3 +405,62 @@ def test_iter_batches_refuses_a_batch_over_max_batch_size_before_it_arrives():
 def test_iter_batches_on_empty_buffer_yields_nothing():
     it = iter_batches(b"")
     assert list(it) == [] and it.valid_bytes == 0 and it.trailing_bytes == 0
+
+
+def test_record_batch_names_each_size_limit_exactly_at_its_boundary():
+    data = make_batch()
+    size = len(data)
+    for cut, message in [
+        (16, "record batch of 16 bytes is too short to hold a header"),
+        (17, "record batch of 17 bytes is shorter than the 61-byte v2 header"),
+        (60, "record batch of 60 bytes is shorter than the 61-byte v2 header"),
+        (61, f"record batch of {size} bytes is truncated to the 61 bytes available"),
+        (size - 1, f"record batch of {size} bytes is truncated to the {size - 1} bytes available"),
+    ]:
+        with pytest.raises(CorruptRecordError, match=f"^{message}$"):
+            RecordBatch(data[:cut])
+    header_only = bytearray(data[:61])
+    struct.pack_into(">i", header_only, 8, 49)  # the v2 minimum: a header and no records
+    assert RecordBatch(header_only).size_in_bytes == 61
+    struct.pack_into(">i", header_only, 8, 48)
+    with pytest.raises(CorruptRecordError, match="^record batch length 48 is below the v2 mini"):
+        RecordBatch(header_only)
+
+
+def test_iter_batches_names_the_byte_where_a_bad_batch_starts():
+    first = make_batch()
+    at = len(first)
+    for length, message in [
+        (13, f"record batch at byte {at} has length 13, below the minimum of 14$"),
+        (30, f"record batch at byte {at} has length 30, below the v2 minimum of 49$"),
+    ]:
+        bad = bytearray(make_batch())
+        struct.pack_into(">i", bad, 8, length)
+        with pytest.raises(CorruptRecordError, match=f"^{message}"):
+            list(iter_batches(first + bad))
+    bad = bytearray(make_batch())
+    bad[16] = 3
+    with pytest.raises(
+        CorruptRecordError, match=f"^record batch at byte {at} has unknown magic 3$"
+    ):
+        list(iter_batches(first + bad))
+    limit = len(first) - 1
+    with pytest.raises(
+        CorruptRecordError,
+        match=f"^record batch at byte 0 of {len(first)} bytes exceeds the largest allowed "
+        f"batch of {limit} bytes$",
+    ):
+        list(iter_batches(first, max_batch_size=limit))
+
+
+def test_record_batch_and_iter_batches_read_any_byte_shaped_buffer():
+    import array
+
+    data = bytes(make_batch(base_offset=7)) + bytes(make_batch(base_offset=10))
+    one = len(make_batch(base_offset=7))
+    signed = memoryview(array.array("b", data))  # format "b": cast to unsigned bytes
+    square = memoryview(data).cast("B", shape=[2, len(data) // 2])  # two dimensions
+    for view in (signed, square):
+        assert RecordBatch(view).base_offset == 7
+        assert RecordBatch(view).size_in_bytes == one
+        assert [b.base_offset for b in iter_batches(view)] == [7, 10]
