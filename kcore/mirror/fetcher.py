@@ -185,9 +185,12 @@ class MirrorPartitionHandler:
         """Truncate to the end of the source's ``epoch`` (or of the destination's own, if its
         history has that epoch end earlier): Kafka's follower rule with truncation on fetch."""
         partition = self.replicas.partition_or_error(*output.tp)
-        local_epoch, local_end = partition.end_offset_for_epoch(output.epoch)
-        target = output.end_offset if local_epoch == output.epoch else local_end
-        target = max(min(target, output.end_offset, partition.log_end_offset), 0)
+        # Kafka's truncateOnFetchResponse: with the epoch on both sides, the smaller of the two
+        # ends (the local epoch may end first: what follows it locally is not the source's);
+        # without it, where the local epoch below it ends (also capped by the source's end, so
+        # the next fetch, at a lower epoch, settles the rest). Never above the log end.
+        _, local_end = partition.end_offset_for_epoch(output.epoch)
+        target = max(min(local_end, output.end_offset, partition.log_end_offset), 0)
         if target < partition.log_start_offset:
             partition.truncate_fully_and_start_at(target, self.now_ms())
         else:
