@@ -357,3 +357,43 @@ def test_producer_state_a_marker_at_the_high_watermark_is_not_yet_replicated(psm
     assert psm.first_unstable_offset() == 0
     psm.on_high_watermark_updated(2)
     assert psm.first_unstable_offset() is None
+
+
+def test_producer_state_snapshot_offsets_lists_only_snapshot_files_in_order(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    for name in [
+        "00000000000000000020.snapshot",
+        "00000000000000000005.snapshot",
+        "00000000000000000011.snapshot",
+        "0000000000000000001x.snapshot",  # not an offset
+        "00000000000000000007.snapshot.deleted",
+        "00000000000000000009.index",
+        "leader-epoch-checkpoint",
+    ]:
+        (tmp_path / name).write_bytes(b"")
+    assert psm.snapshot_offsets() == [5, 11, 20]
+    psm.delete_snapshots_after(11)  # the one at the offset itself stays
+    assert psm.snapshot_offsets() == [5, 11]
+    psm.delete_snapshots_before(11)
+    assert psm.snapshot_offsets() == [11]
+    assert (tmp_path / "0000000000000000001x.snapshot").exists()
+
+
+def test_producer_state_truncate_fully_restarts_the_map_at_zero(psm):
+    _append(psm, 7, 0, 0, 5, 0)
+    assert psm.map_end_offset == 5
+    psm.truncate_fully()
+    assert psm.map_end_offset == 0 and psm.last_entry(7) is None
+    assert psm.take_snapshot().name == "00000000000000000000.snapshot"
+
+
+def test_producer_state_snapshot_of_a_producer_whose_batches_a_new_epoch_cleared(tmp_path):
+    from kcore.log.producer_snapshot import read_snapshot
+
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 3, 0, 0, 4, 0, txn=True)
+    _marker(psm, 3, 1, 4, commit=False)  # the coordinator bumped the epoch: batches forgotten
+    assert list(psm.last_entry(3).batches) == []
+    (entry,) = read_snapshot(psm.take_snapshot())
+    assert (entry.producer_epoch, entry.last_sequence, entry.last_offset) == (1, -1, -1)
+    assert entry.offset_delta == 0 and entry.current_txn_first_offset == -1

@@ -318,3 +318,32 @@ def test_machine_epoch_ahead_is_only_acted_on_while_mirroring_and_when_really_ah
     d.out.clear()
     d.send(ev.MirroredEpochAhead(9))  # a late report after the fetcher left
     assert d.machine.state is S.PAUSED and d.kinds() == []
+
+
+# -- epoch bumps -------------------------------------------------------------------------------
+
+
+def test_machine_fencing_already_covered_by_a_leader_change_sends_no_bump():
+    d = mirroring(epoch=3)
+    d.send(ev.MirroredEpochAhead(5))
+    assert d.persisted().state is S.EPOCH_FENCING
+    d.send(ev.LeaderEpochChanged(5))  # a new leadership reached epoch 5 meanwhile
+    d.ack(o.RemoveFetcher)
+    assert "RequestEpochBump" not in d.kinds()
+    assert d.persisted().state is S.MIRRORING
+
+
+def test_machine_stop_bump_waits_for_a_newer_epoch_even_when_the_current_one_suffices():
+    # D-15: the markers go at a new epoch, even when the current one is above LME + 1.
+    d = mirroring(epoch=5)
+    d.log.append(Batch(d.log.end_offset, 2, d.log.end_offset))
+    d.send(ev.MirrorNameChanged("dr.stopped"))
+    d.persisted()
+    d.ack(o.RemoveFetcher)
+    assert d.ack(o.PersistLastMirrorEpoch).last_mirror_epoch == 2
+    assert d.ack(o.RequestEpochBump).min_leader_epoch == 3
+    assert "AppendAbortMarkers" not in d.kinds()  # accepted, not yet in the metadata
+    d.send(ev.LeaderEpochChanged(5))  # the epoch it already had: not the bump
+    assert "AppendAbortMarkers" not in d.kinds()
+    d.send(ev.LeaderEpochChanged(6))
+    assert d.take(o.AppendAbortMarkers).leader_epoch == 6
