@@ -464,3 +464,48 @@ def test_record_batch_and_iter_batches_read_any_byte_shaped_buffer():
         assert RecordBatch(view).base_offset == 7
         assert RecordBatch(view).size_in_bytes == one
         assert [b.base_offset for b in iter_batches(view)] == [7, 10]
+
+
+def test_iter_batches_accepts_each_length_exactly_at_its_minimum():
+    # 14 bytes after the length field: the smallest legacy message, so not refused as one;
+    # a v2 batch still needs 49 (the v2 minimum names it). A tail of exactly 17 bytes is
+    # enough to read the magic.
+    buf = bytearray(make_batch())
+    struct.pack_into(">i", buf, 8, 14)
+    with pytest.raises(CorruptRecordError, match="below the v2 minimum of 49$"):
+        list(iter_batches(buf[:17]))
+    header_only = bytearray(make_batch()[:61])
+    struct.pack_into(">i", header_only, 8, 49)
+    assert [b.size_in_bytes for b in iter_batches(header_only)] == [61]
+
+
+def test_iter_batches_reads_the_magic_of_the_batch_it_is_at():
+    # The byte 16 before the second batch (inside the first one's value) is a 2: only the
+    # second batch's own magic byte may decide.
+    b = RecordBatchBuilder(0)
+    b.append(1_000, None, b"\x02" * 40)
+    first = b.build()
+    assert first[len(first) - 16] == 2
+    bad = make_batch()
+    bad[16] = 3
+    with pytest.raises(CorruptRecordError, match=f"at byte {len(first)} has unknown magic 3$"):
+        list(iter_batches(first + bad))
+
+
+@pytest.mark.parametrize(
+    "pos, fmt, value, error, message",
+    [
+        (None, None, None, CorruptRecordError, "is corrupt"),  # a flipped bit: the CRC
+        (21, ">h", 5, CompressionError, "has unknown compression type id 5"),
+        (57, ">i", -3, CorruptRecordError, "has a negative record count -3"),
+    ],
+)
+def test_record_batch_validate_names_the_batch_by_its_base_offset(pos, fmt, value, error, message):
+    data = make_batch(base_offset=1234)
+    if pos is None:
+        data[-1] ^= 1
+    else:
+        struct.pack_into(fmt, data, pos, value)
+        struct.pack_into(">I", data, 17, RecordBatch(data).compute_crc())
+    with pytest.raises(error, match=f"^record batch at offset 1234 {message}"):
+        RecordBatch(data).validate()
