@@ -347,3 +347,97 @@ def test_machine_stop_bump_waits_for_a_newer_epoch_even_when_the_current_one_suf
     assert "AppendAbortMarkers" not in d.kinds()
     d.send(ev.LeaderEpochChanged(6))
     assert d.take(o.AppendAbortMarkers).leader_epoch == 6
+
+
+# -- more rules the first mutation run found untested ------------------------------------------
+
+
+def test_machine_normal_topic_made_a_mirror_topic_is_read_only_at_once_then_loads():
+    m = MirrorPartitionMachine("orders", 0, SimLog(), mirror_name=None, now=NOW)
+    m.handle(ev.BecameLeader(3), NOW)
+    m.poll(NOW)
+    m.handle(ev.MirrorNameChanged("dr"), NOW)
+    out = m.poll(NOW).outputs
+    assert kinds(out) == ["SetWriteAccess", "ReadState"] and out[0].access is A.READ_ONLY
+    assert m.mirror == "dr"
+
+
+def test_machine_config_removed_keeps_the_mirror_name_it_had():
+    d = mirroring(epoch=3)
+    d.send(ev.MirrorNameChanged(None))
+    assert d.machine.mirror == "dr"
+
+
+def test_machine_moved_to_another_mirror_keeps_its_leader_epoch():
+    d = mirroring(epoch=3)
+    d.send(ev.MirrorNameChanged("other"))
+    read = d.take(o.ReadState)
+    d.send(ev.StateLoaded(read.op, ev.PersistedState(S.PAUSED, S.PAUSING)))
+    assert d.machine.leader_epoch == 3 and d.machine.loaded
+
+
+def test_machine_truncation_goes_to_mirroring_when_the_source_epoch_is_not_ahead():
+    for source_epoch, then in [(3, S.MIRRORING), (4, S.EPOCH_FENCING)]:
+        d = start(epoch=3)
+        lme = d.take(o.FetchLastMirrorEpoch)
+        d.send(ev.LastMirrorEpochFetched(lme.op, -1, 0, source_leader_epoch=source_epoch))
+        d.ack(o.TruncateFullyAndStartAt)
+        assert d.persisted().state is then, source_epoch
+
+
+def test_machine_resumed_stop_with_lme_zero_keeps_it():
+    log = SimLog()
+    log.append(Batch(0, 0, 0))
+    d = Driver(ev.PersistedState(S.STOPPING, S.MIRRORING, last_mirror_epoch=0), log=log, epoch=4)
+    d.ack(o.RemoveFetcher)
+    assert "PersistLastMirrorEpoch" not in d.kinds()
+    assert d.ack(o.RequestEpochBump).min_leader_epoch == 1
+    d.send(ev.LeaderEpochChanged(5))
+    assert d.take(o.AppendAbortMarkers).leader_epoch == 5  # LME 0: the log has batches
+
+
+def test_machine_recovery_from_failed_mirroring_removes_no_fetcher_twice():
+    d = mirroring(epoch=3)
+    d.send(ev.SourceFailed(ErrorCode.MIRROR_SOURCE_UNAVAILABLE, "gone"))
+    assert d.persisted().state is S.FAILED
+    assert d.kinds().count("RemoveFetcher") == 1  # the FAILED state's own
+    d.out.clear()
+    d.send(ev.RecoveryRequested())
+    assert d.persisted().state is S.LOG_TRUNCATION
+    assert "RemoveFetcher" not in d.kinds()
+
+
+@pytest.mark.parametrize("healthy_ms, attempt", [(9_999, 2), (10_000, 0)])
+def test_machine_retry_count_restarts_after_a_long_enough_healthy_run(healthy_ms, attempt):
+    config = MachineConfig(failed_retry_backoff_ms=1_000, failed_retry_backoff_max_ms=10_000)
+    d = mirroring(config=config)
+    d.send(ev.SourceFailed(ErrorCode.MIRROR_SOURCE_UNAVAILABLE, "a"))
+    assert d.persisted().retry_attempt == 0
+    d.tick(1_000)
+    assert d.persisted().state is S.MIRRORING  # retry 1, at this moment
+    d.take(o.AddFetcher)
+    d.send(ev.SourceFailed(ErrorCode.MIRROR_SOURCE_UNAVAILABLE, "b"), after_ms=healthy_ms)
+    failed = d.persisted()
+    assert (failed.state, failed.retry_attempt) == (S.FAILED, 1 if attempt else 0)
+    if attempt:
+        d.tick(2_000)  # the second retry waits twice as long
+        assert d.persisted().retry_attempt == attempt
+
+
+def test_machine_ignores_answers_to_ops_it_no_longer_waits_for():
+    d = start(config=MachineConfig(request_timeout_ms=1_000))
+    lme = d.take(o.FetchLastMirrorEpoch)
+    d.tick(1_000)  # timed out: FAILED is being written
+    write = d.take(o.PersistState)
+    d.send(ev.LastMirrorEpochFetched(lme.op, 2, 0))  # the late answer
+    d.send(ev.LastMirrorEpochFetched(write.op, 2, 0))  # an answer naming the write's op
+    d.send(ev.StateLoaded(write.op, None))
+    assert "TruncateTo" not in d.kinds() and d.machine.state is S.LOG_TRUNCATION
+    d.send(ev.OpCompleted(write.op))
+    assert d.machine.state is S.FAILED
+
+
+def test_machine_refuses_what_is_not_an_event():
+    d = mirroring()
+    with pytest.raises(TypeError, match="^not a mirror partition event: 'x'$"):
+        d.machine.handle("x", NOW)
