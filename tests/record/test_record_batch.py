@@ -464,6 +464,10 @@ def test_record_batch_and_iter_batches_read_any_byte_shaped_buffer():
         assert RecordBatch(view).base_offset == 7
         assert RecordBatch(view).size_in_bytes == one
         assert [b.base_offset for b in iter_batches(view)] == [7, 10]
+        # Views of unsigned bytes, as from any other buffer (a CRC byte above 127 compares).
+        assert RecordBatch(view).buffer == data[:one]
+        assert [b.buffer for b in iter_batches(view)] == [data[:one], data[one:]]
+        assert [b.buffer.format for b in iter_batches(view)] == ["B", "B"]
 
 
 def test_iter_batches_accepts_each_length_exactly_at_its_minimum():
