@@ -50,6 +50,7 @@ class Replicas:
 
     def append_as_follower(self, tp, batches, **kwargs):
         self.appended.append((tp, [b.base_offset for b in batches]))
+        self.kwargs = kwargs
         self.partition.log_end_offset = batches[-1].last_offset + 1
 
 
@@ -215,3 +216,45 @@ def test_handler_keeps_the_source_offsets_of_each_answer():
         5,
         NOW,
     )
+
+
+def test_handler_appends_as_the_mirror_with_the_rewritten_producer_ids():
+    from kcore.log.producer_state import AppendOrigin
+    from kcore.mirror.batches import prepare_mirrored_batches
+
+    partition = Partition(end=10, leader_epoch=3, latest_epoch=1)
+    handler, _ = handler_over(partition)
+    b = RecordBatchBuilder(base_offset=10, partition_leader_epoch=2, producer_id=42)
+    b.append(1_000, None, b"v")
+    data = bytes(b.build())
+    result = handler.append(fetched(10, data))
+    kwargs = handler.replicas.kwargs
+    assert kwargs["origin"] is AppendOrigin.MIRROR  # what the read-only guard lets in
+    assert kwargs["now_ms"] == NOW
+    assert kwargs["headers"] == prepare_mirrored_batches(memoryview(data), 10, 3).headers
+    assert kwargs["headers"][0] is not None  # producer 42 is rewritten (D-17)
+    assert (result.next_offset, result.last_epoch) == (11, 2)  # the appended batch's epoch
+
+
+def test_handler_counts_what_it_mirrored_across_appends():
+    partition = Partition(end=10)
+    handler, _ = handler_over(partition)
+    handler.append(fetched(10, batch(10, 2)))
+    handler.append(fetched(12, batch(12, 3) + batch(15, 1)))
+    s = handler.source[TP]
+    assert s.batches_mirrored == 3
+    assert s.bytes_mirrored == len(batch(10, 2)) + len(batch(12, 3)) + len(batch(15, 1))
+
+
+def test_handler_refetch_names_the_local_latest_epoch():
+    partition = Partition(end=10, latest_epoch=2)
+    handler, _ = handler_over(partition)
+    result = handler.append(fetched(30, batch(30, 1)))
+    assert (result.next_offset, result.last_epoch, result.refetch) == (10, 2, True)
+
+
+def test_handler_empty_log_at_the_batch_start_is_not_restarted():
+    partition = Partition(end=12, start=12)
+    handler, _ = handler_over(partition)
+    handler.append(fetched(12, batch(12, 2)))
+    assert partition.calls == [] and handler.replicas.appended == [(TP, [12])]

@@ -44,6 +44,7 @@ class Recording(Handler):
         self.results: list = []  # what append returns, in order (then the default)
         self.out_of_range: list = []
         self.action = OutOfRangeAction()
+        self.fetched: list = []  # (tp, high watermark, outputs so far) per on_fetched
 
     def append(self, output):
         self.outputs.append(("append", output.fetch_offset))
@@ -64,6 +65,9 @@ class Recording(Handler):
 
     def on_error(self, error):
         self.outputs.append(("error", error.tp, error.error_code))
+
+    def on_fetched(self, tp, response):
+        self.fetched.append((tp, response.high_watermark, len(self.outputs)))
 
 
 @asynccontextmanager
@@ -195,3 +199,30 @@ async def test_fetcher_partition_error_is_handed_to_the_handler():
     asked = await run(handler, script, lambda asked: len(asked) >= 2)
     assert handler.outputs[0] == ("error", TP, ErrorCode.UNKNOWN_SERVER_ERROR)
     assert asked[1] == (5, 2, 4)
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_tells_the_handler_of_each_answer_without_error():
+    handler = Recording()
+    script = [PartitionResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR), records(5)]
+    async with fetching(handler, script) as manager:
+        await _until(lambda: ("append", 5) in handler.outputs)
+        assert handler.outputs[:2] == [("error", TP, ErrorCode.UNKNOWN_SERVER_ERROR), ("append", 5)]
+        assert handler.fetched[0] == (TP, 100, 1)  # the answer with records, before its append
+        # Every request counted once (the last one may still be in flight).
+        assert manager.fetchers[(1, 0)].fetches - len(Scripted.asked) in (0, 1)
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_unreachable_leader_delays_its_partitions_as_a_network_error():
+    class Down(Scripted):
+        async def fetch(self, plan):
+            raise OSError("connection refused")
+
+    handler = Recording()
+    async with fetching(handler, []) as manager:
+        manager.endpoint_factory = None  # the task made its endpoint already
+        task = manager.fetchers[(1, 0)]
+        task.endpoint = Down(Cluster({TP: 1}, {TP: 100}), 1, 0)
+        await _until(lambda: manager.fetch_state(TP).last_error == ErrorCode.NETWORK_EXCEPTION)
+        assert manager.fetch_state(TP).fetch_offset == 5
