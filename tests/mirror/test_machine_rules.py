@@ -441,3 +441,53 @@ def test_machine_refuses_what_is_not_an_event():
     d = mirroring()
     with pytest.raises(TypeError, match="^not a mirror partition event: 'x'$"):
         d.machine.handle("x", NOW)
+
+
+def test_machine_loaded_record_keeps_its_previous_state_and_reason():
+    stored = ev.PersistedState(S.FAILED, S.MIRRORING, 2, 5, "MIRROR_SOURCE_UNAVAILABLE: x")
+    d = Driver(stored, config=MachineConfig(failed_max_retries=2))
+    assert d.machine.record == stored  # what Describe shows (D-13)
+
+
+def test_machine_loaded_truncation_after_mirroring_resumes_without_asking_the_lme():
+    log = SimLog()
+    log.append(Batch(0, 0, 0))
+    d = Driver(ev.PersistedState(S.LOG_TRUNCATION, S.MIRRORING), log=log, epoch=0)
+    assert "FetchLastMirrorEpoch" not in d.kinds()
+    assert d.ack(o.TruncateTo).offset == 1
+    assert d.persisted().state is S.MIRRORING  # epoch 0 everywhere: nothing to fence
+
+
+def test_machine_first_start_at_epoch_zero_removes_nothing_and_does_not_fence():
+    d = start(epoch=0)
+    assert "RemoveFetcher" not in d.kinds()
+    lme = d.take(o.FetchLastMirrorEpoch)
+    d.send(ev.LastMirrorEpochFetched(lme.op, -1, 0))  # no source epoch known
+    d.ack(o.TruncateFullyAndStartAt)
+    assert d.persisted().state is S.MIRRORING
+    assert d.take(o.AddFetcher).fetch_offset == 0
+
+
+def test_machine_paused_partition_losing_leadership_has_no_fetcher_to_remove():
+    d = mirroring(epoch=3)
+    d.send(ev.MirrorNameChanged("dr.paused"))
+    d.persisted()
+    d.ack(o.RemoveFetcher)
+    assert d.persisted().state is S.PAUSED
+    d.out.clear()
+    d.send(ev.StoppedBeingLeader())
+    assert d.kinds() == ["SetWriteAccess"]
+
+
+def test_machine_stop_during_fencing_forgets_the_fencing_ops():
+    d = mirroring(epoch=3)
+    d.send(ev.MirroredEpochAhead(5))
+    d.persisted()
+    old = d.take(o.RemoveFetcher)  # EPOCH_FENCING's removal, not answered yet
+    d.send(ev.MirrorNameChanged("dr.stopped"))
+    assert d.persisted().state is S.STOPPING
+    new = d.take(o.RemoveFetcher)  # STOPPING's own, sent at once
+    d.send(ev.OpCompleted(old.op))  # the late answer of the old one: ignored
+    assert "PersistLastMirrorEpoch" not in d.kinds()
+    d.send(ev.OpCompleted(new.op))
+    assert d.take(o.PersistLastMirrorEpoch).last_mirror_epoch == -1
