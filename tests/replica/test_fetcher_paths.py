@@ -26,12 +26,14 @@ class Scripted(Endpoint):
 
     script: list = []
     asked: list = []
+    sent: list = []  # (broker, the request) of every Fetch partition
 
     async def fetch(self, plan):
         await trio.sleep(0.001)
         out = {}
         for req in plan.partitions:
             tp = (req.topic, req.partition)
+            self.sent.append((self.broker, req))
             self.asked.append((req.fetch_offset, req.last_fetched_epoch, req.current_leader_epoch))
             out[tp] = self.script.pop(0) if self.script else PartitionResponse(high_watermark=0)
         return out
@@ -75,9 +77,10 @@ async def fetching(handler, script):
     """Fetch TP from leader 1 (epoch 4) from offset 5, last fetched epoch 2, with ``script``
     as its answers; yields the running manager."""
     cluster = Cluster({TP: 1}, {TP: 100})
-    Scripted.script, Scripted.asked = list(script), []
+    Scripted.script, Scripted.asked, Scripted.sent = list(script), [], []
     manager = _manager(cluster, handler)
     manager.endpoint_factory = lambda broker, number: Scripted(cluster, broker, number)
+    manager.cluster = cluster
     async with trio.open_nursery() as nursery:
         await nursery.start(manager.run)
         manager.add_fetcher_for_partitions({TP: InitialFetchState(TID, 1, 4, 5, 2)})
@@ -226,3 +229,41 @@ async def test_fetcher_unreachable_leader_delays_its_partitions_as_a_network_err
         task.endpoint = Down(Cluster({TP: 1}, {TP: 100}), 1, 0)
         await _until(lambda: manager.fetch_state(TP).last_error == ErrorCode.NETWORK_EXCEPTION)
         assert manager.fetch_state(TP).fetch_offset == 5
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_partition_moved_to_a_new_leader_keeps_its_whole_position():
+    handler = Recording()
+    script = [PartitionResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+    async with fetching(handler, script) as manager:
+        manager.cluster.leaders[TP] = 2
+        manager.cluster.epochs[TP] = 6
+        await _until(lambda: any(broker == 2 for broker, _ in Scripted.sent))
+        broker, req = next((b, r) for b, r in Scripted.sent if b == 2)
+        assert (req.topic_id, req.fetch_offset, req.last_fetched_epoch) == (TID, 5, 2)
+        assert req.current_leader_epoch == 6  # the new leader's epoch, from the metadata
+        assert set(manager.fetchers) == {(2, 0)}
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_of_a_leader_without_last_fetched_epoch_never_sends_it():
+    class Old(Scripted):
+        supports_last_fetched_epoch = False
+
+    handler = Recording()
+    async with fetching(handler, []) as manager:
+        manager.endpoint_factory = lambda broker, number: Old(manager.cluster, broker, number)
+        manager.remove_fetcher_for_partitions([TP])
+        manager.add_fetcher_for_partitions({TP: InitialFetchState(TID, 1, 4, 5, 2)})
+        await _until(lambda: any(r.last_fetched_epoch == -1 for _, r in Scripted.sent))
+        assert Scripted.sent[-1][1].fetch_offset == 5
+
+
+@trio_test(clock=lambda: MockClock(autojump_threshold=0))
+async def test_fetcher_removed_partitions_report_where_they_were():
+    handler = Recording()
+    handler.results = [AppendResult(9, 3)]
+    async with fetching(handler, [records(5)]) as manager:
+        await _until(lambda: handler.outputs)
+        assert manager.remove_fetcher_for_partitions([TP, ("other", 0)]) == {TP: 9}
+        assert manager.partitions == set()
