@@ -85,14 +85,13 @@ class ElectionMixin(_Base):
     def _on_vote_request(self, source: int, request: m.VoteRequest, now: int) -> m.VoteResponse:
         part = self._check_request(request)
         if isinstance(part, int):
-            return rpc.vote_response(0, leader_id=None, epoch=0, granted=False, top_error=part)
+            return rpc.refused(m.VoteResponse, part)
         pre_vote = rpc.is_pre_vote(part)
         cand, cand_epoch = part.candidate_id, part.candidate_epoch
         last = OffsetAndEpoch(part.last_offset, part.last_offset_epoch)
         # A candidate bumped its epoch, so its log's last epoch is below it; a prospective
         # did not, so its last epoch may equal it.
         bad_epoch = last.epoch > cand_epoch if pre_vote else last.epoch >= cand_epoch
-        error = None
         if last.offset < 0 or last.epoch < 0 or bad_epoch:
             error = ErrorCode.INVALID_REQUEST
         else:
@@ -148,7 +147,7 @@ class ElectionMixin(_Base):
     ) -> m.BeginQuorumEpochResponse:
         part = self._check_request(request)
         if isinstance(part, int):
-            return rpc.begin_quorum_epoch_response(0, leader_id=None, epoch=0, top_error=part)
+            return rpc.refused(m.BeginQuorumEpochResponse, part)
         error = self._accept_leader_epoch(part, now)
         return rpc.begin_quorum_epoch_response(
             error or NONE, leader_id=self.leader_id, epoch=self._epoch
@@ -165,7 +164,7 @@ class ElectionMixin(_Base):
     ) -> m.EndQuorumEpochResponse:
         part = self._check_request(request)
         if isinstance(part, int):
-            return rpc.end_quorum_epoch_response(0, leader_id=None, epoch=0, top_error=part)
+            return rpc.refused(m.EndQuorumEpochResponse, part)
         error = self._accept_leader_epoch(part, now)
         if error is None and self._role is R.FOLLOWER and self._leader_id == part.leader_id:
             successors = rpc.preferred_successors(part)

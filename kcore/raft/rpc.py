@@ -42,6 +42,7 @@ __all__ = [
     "is_pre_vote",
     "partition_of",
     "preferred_successors",
+    "refused",
     "vote_request",
     "vote_request_needs_v2",
     "vote_response",
@@ -96,6 +97,12 @@ def partition_of(message: m.Message):
     if not parts or len(parts) != 1:
         return None
     return parts[0]
+
+
+def refused(cls: type[m.Message], top_error: int) -> m.Message:
+    """An answer of type ``cls`` refusing a whole request (wrong cluster, not exactly one
+    partition): only the top-level ``ErrorCode``, no topics."""
+    return cls(error_code=top_error)
 
 
 def is_pre_vote(partition) -> bool:

@@ -54,9 +54,7 @@ class LeaderMixin(_Base):
         self, source: int, request: m.DescribeQuorumRequest, now: int
     ) -> m.DescribeQuorumResponse:
         if rpc.partition_of(request) is None:
-            return rpc.describe_quorum_response(
-                0, leader_id=None, epoch=0, top_error=ErrorCode.INVALID_REQUEST
-            )
+            return rpc.refused(m.DescribeQuorumResponse, ErrorCode.INVALID_REQUEST)
         if self._role is not R.LEADER:
             return rpc.describe_quorum_response(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_id=self.leader_id, epoch=self._epoch
@@ -84,9 +82,7 @@ class LeaderMixin(_Base):
     def _on_fetch_request(self, source: int, token: object, request: m.FetchRequest, now: int):
         part = self._check_request(request)
         if isinstance(part, int):
-            self._respond(
-                source, token, rpc.fetch_response(0, leader_id=None, epoch=0, top_error=part)
-            )
+            self._respond(source, token, rpc.refused(m.FetchResponse, part))
             return
         if (
             request.max_wait_ms < 0
@@ -209,7 +205,7 @@ class LeaderMixin(_Base):
     ) -> m.FetchSnapshotResponse:
         part = self._check_request(request)
         if isinstance(part, int):
-            return rpc.fetch_snapshot_response(0, leader_id=None, epoch=0, top_error=part)
+            return rpc.refused(m.FetchSnapshotResponse, part)
         error = self._validate_leader_only(part.current_leader_epoch)
         if error is not None:
             return rpc.fetch_snapshot_response(error, leader_id=self.leader_id, epoch=self._epoch)

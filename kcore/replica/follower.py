@@ -84,12 +84,13 @@ def restart_inside_first_batch(partition: Partition, first_offset: int, now_ms: 
 def truncate_to_divergence(
     partition: Partition, output: TruncateOnDivergence, now_ms: int
 ) -> tuple[int, int | None]:
-    """Truncate where the leader's history diverges (Kafka's follower rule with truncation on
-    fetch): to the end of the leader's ``epoch``, or of the local one if the local history has
-    that epoch end earlier or lacks it; returns ``(log end offset, latest epoch)``."""
-    local_epoch, local_end = partition.end_offset_for_epoch(output.epoch)
-    target = output.end_offset if local_epoch == output.epoch else local_end
-    target = max(min(target, output.end_offset, partition.log_end_offset), 0)
+    """Truncate where the leader's history diverges (Kafka's truncateOnFetchResponse): to the
+    smaller of the two ends of ``epoch`` -- the leader's, and the local one (the local epoch may
+    end first: what follows it locally is not the leader's; without the epoch, where the local
+    epoch below it ends, so the next fetch, at a lower epoch, settles the rest) -- never above
+    the log end; returns ``(log end offset, latest epoch)``."""
+    _, local_end = partition.end_offset_for_epoch(output.epoch)
+    target = max(min(local_end, output.end_offset, partition.log_end_offset), 0)
     if target < partition.log_start_offset:
         partition.truncate_fully_and_start_at(target, now_ms)
     else:

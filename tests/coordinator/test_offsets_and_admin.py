@@ -225,8 +225,12 @@ def test_offsets_of_empty_group_expire_from_when_it_became_empty():
     bench.leave("g", [(a, None)], now=50_000)
     bench.coord.tick(140_000)
     assert bench.committed("g", "t", 0) == 1
+    group = groups_of(bench.coord)["g"]
     bench.coord.tick(150_000)
     assert "g" not in groups_of(bench.coord)
+    # Whoever still holds the group object (a request in flight) sees it Dead (Kafka's
+    # cleanupGroupMetadata), not Empty: a join on it must not revive it.
+    assert group.is_in(GroupState.DEAD)
 
 
 def test_explicit_expire_timestamp_wins():

@@ -357,3 +357,133 @@ def test_producer_state_a_marker_at_the_high_watermark_is_not_yet_replicated(psm
     assert psm.first_unstable_offset() == 0
     psm.on_high_watermark_updated(2)
     assert psm.first_unstable_offset() is None
+
+
+def test_producer_state_snapshot_offsets_lists_only_snapshot_files_in_order(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    for name in [
+        "00000000000000000020.snapshot",
+        "00000000000000000005.snapshot",
+        "00000000000000000011.snapshot",
+        "0000000000000000001x.snapshot",  # not an offset
+        "00000000000000000007.snapshot.deleted",
+        "00000000000000000009.index",
+        "leader-epoch-checkpoint",
+    ]:
+        (tmp_path / name).write_bytes(b"")
+    assert psm.snapshot_offsets() == [5, 11, 20]
+    psm.delete_snapshots_after(11)  # the one at the offset itself stays
+    assert psm.snapshot_offsets() == [5, 11]
+    psm.delete_snapshots_before(11)
+    assert psm.snapshot_offsets() == [11]
+    assert (tmp_path / "0000000000000000001x.snapshot").exists()
+
+
+def test_producer_state_truncate_fully_restarts_the_map_at_zero(psm):
+    _append(psm, 7, 0, 0, 5, 0)
+    assert psm.map_end_offset == 5
+    psm.truncate_fully()
+    assert psm.map_end_offset == 0 and psm.last_entry(7) is None
+    assert psm.take_snapshot().name == "00000000000000000000.snapshot"
+
+
+def test_producer_state_snapshot_of_a_producer_whose_batches_a_new_epoch_cleared(tmp_path):
+    from kcore.log.producer_snapshot import read_snapshot
+
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 3, 0, 0, 4, 0, txn=True)
+    _marker(psm, 3, 1, 4, commit=False)  # the coordinator bumped the epoch: batches forgotten
+    assert list(psm.last_entry(3).batches) == []
+    (entry,) = read_snapshot(psm.take_snapshot())
+    assert (entry.producer_epoch, entry.last_sequence, entry.last_offset) == (1, -1, -1)
+    assert entry.offset_delta == 0 and entry.current_txn_first_offset == -1
+
+
+def test_producer_state_errors_name_the_producer_partition_offset_and_epochs(psm):
+    _append(psm, 7, 2, 0, 5, 0)
+    cases = [
+        (
+            lambda: _append(psm, 7, 1, 5, 1, 5),
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            "epoch 1 of producer 7 at offset 5 in t-0 is older than its current epoch 2",
+        ),
+        (
+            lambda: _append(psm, 7, 3, 4, 1, 5),
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            "producer 7 in t-0: a new epoch 3 must start at sequence 0, got 4 at 5",
+        ),
+        (
+            lambda: _marker(psm, 7, 1, 5, commit=True),
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            "epoch 1 of producer 7 at offset 5 in t-0 is older than its current epoch 2",
+        ),
+    ]
+    for call, code, message in cases:
+        with pytest.raises(KafkaError) as e:
+            call()
+        assert (e.value.code, e.value.message) == (code, message)
+    _append(psm, 8, 0, 0, 1, 5, txn=True)
+    with pytest.raises(KafkaError) as e:
+        _append(psm, 8, 0, 1, 1, 6)
+    assert e.value.message == (
+        "producer 8 wrote a non-transactional batch to t-0 while its transaction is open"
+    )
+
+
+def test_producer_state_batches_of_one_append_follow_each_other(psm):
+    # A leader append of several batches of a new producer: the second is checked against
+    # the first, still uncommitted.
+    info = psm.prepare_update(7, CLIENT)
+    info.append_data_batch(0, 0, 4, 1000, 0, 4, False)
+    info.append_data_batch(0, 5, 6, 1000, 5, 6, False)
+    with pytest.raises(KafkaError) as e:
+        info.append_data_batch(0, 9, 9, 1000, 7, 7, False)
+    assert (
+        e.value.message == "producer 7 in t-0: sequence 9 at offset 7 does not follow 6 (epoch 0)"
+    )
+
+
+def test_producer_state_a_duplicate_reports_its_original_timestamp(psm):
+    _append(psm, 7, 0, 0, 3, 0, ts=1_234)
+    dup = psm.last_entry(7).find_duplicate(0, 0, 2)
+    assert (dup.first_offset, dup.last_offset, dup.timestamp) == (0, 2, 1_234)
+
+
+def test_producer_state_marker_without_an_open_transaction_completes_at_itself(psm):
+    _append(psm, 7, 0, 0, 1, 0)
+    info = psm.prepare_update(7, COORDINATOR)
+    completed = info.append_end_txn_marker(False, 0, 0, 1, 2000)
+    assert (completed.producer_id, completed.first_offset, completed.last_offset) == (7, 1, 1)
+    assert info.completed_transactions == [completed]
+
+
+def test_producer_state_fresh_manager_maps_nothing_yet(tmp_path):
+    psm = ProducerStateManager(tmp_path, "t-0")
+    assert psm.map_end_offset == 0
+    assert psm.take_snapshot().name == "00000000000000000000.snapshot"
+
+
+def test_producer_state_reloaded_transaction_at_offset_zero_stays_open_until_its_marker(tmp_path):
+    from kcore.log.producer_snapshot import read_snapshot
+
+    psm = ProducerStateManager(tmp_path, "t-0")
+    _append(psm, 7, 0, 0, 2, 0, txn=True)
+    _append(psm, 8, 0, 0, 1, 2, txn=True)
+    psm.take_snapshot()  # at 3
+    again = ProducerStateManager(tmp_path, "t-0")
+    assert again.truncate_and_reload(0, 3, now_ms=2_000) == 3
+    assert again.first_unstable_offset() == 0
+    assert again.ongoing_transactions == [(7, 0), (8, 2)]
+    completed = _marker(again, 7, 0, 3, commit=False)
+    assert (completed.producer_id, completed.first_offset) == (7, 0)
+    assert again.last_stable_offset_after(completed) == 2  # 8's, not 7's own
+    again.on_high_watermark_updated(4)
+    assert again.first_unstable_offset() == 2
+    again.update_map_end_offset(4)
+    assert sorted(e.producer_id for e in read_snapshot(again.take_snapshot())) == [7, 8]
+
+
+def test_producer_state_a_transaction_of_one_producer_spends_no_other_producers_guard(psm):
+    guard = psm.maybe_start_transaction_verification(9, 0, now_ms=0)
+    _append(psm, 7, 0, 0, 1, 0, txn=True)  # another producer's transaction begins
+    assert psm.verification_guard(9) is guard

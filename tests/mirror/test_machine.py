@@ -136,6 +136,7 @@ def test_machine_lme_truncation_cuts_at_the_first_epoch_above_the_lme_of_a_real_
     try:
         assert lme_truncation(2, 0, log) == o.TruncateTo(0, 6)
         assert lme_truncation(1, 0, log) == o.TruncateTo(0, 4)
+        assert lme_truncation(0, 300, log) == o.TruncateTo(0, 4)  # LME 0 is an epoch too
         assert lme_truncation(5, 0, log) == o.TruncateTo(0, 8)  # nothing above: no cut
         assert lme_truncation(9, 0, log) == o.TruncateTo(0, 8)
         assert lme_truncation(-1, 300, log) == o.TruncateFullyAndStartAt(0, 300)

@@ -405,3 +405,111 @@ def test_iter_batches_refuses_a_batch_over_max_batch_size_before_it_arrives():
 def test_iter_batches_on_empty_buffer_yields_nothing():
     it = iter_batches(b"")
     assert list(it) == [] and it.valid_bytes == 0 and it.trailing_bytes == 0
+
+
+def test_record_batch_names_each_size_limit_exactly_at_its_boundary():
+    data = make_batch()
+    size = len(data)
+    for cut, message in [
+        (16, "record batch of 16 bytes is too short to hold a header"),
+        (17, "record batch of 17 bytes is shorter than the 61-byte v2 header"),
+        (60, "record batch of 60 bytes is shorter than the 61-byte v2 header"),
+        (61, f"record batch of {size} bytes is truncated to the 61 bytes available"),
+        (size - 1, f"record batch of {size} bytes is truncated to the {size - 1} bytes available"),
+    ]:
+        with pytest.raises(CorruptRecordError, match=f"^{message}$"):
+            RecordBatch(data[:cut])
+    header_only = bytearray(data[:61])
+    struct.pack_into(">i", header_only, 8, 49)  # the v2 minimum: a header and no records
+    assert RecordBatch(header_only).size_in_bytes == 61
+    struct.pack_into(">i", header_only, 8, 48)
+    with pytest.raises(CorruptRecordError, match="^record batch length 48 is below the v2 mini"):
+        RecordBatch(header_only)
+
+
+def test_iter_batches_names_the_byte_where_a_bad_batch_starts():
+    first = make_batch()
+    at = len(first)
+    for length, message in [
+        (13, f"record batch at byte {at} has length 13, below the minimum of 14$"),
+        (30, f"record batch at byte {at} has length 30, below the v2 minimum of 49$"),
+    ]:
+        bad = bytearray(make_batch())
+        struct.pack_into(">i", bad, 8, length)
+        with pytest.raises(CorruptRecordError, match=f"^{message}"):
+            list(iter_batches(first + bad))
+    bad = bytearray(make_batch())
+    bad[16] = 3
+    with pytest.raises(
+        CorruptRecordError, match=f"^record batch at byte {at} has unknown magic 3$"
+    ):
+        list(iter_batches(first + bad))
+    limit = len(first) - 1
+    with pytest.raises(
+        CorruptRecordError,
+        match=f"^record batch at byte 0 of {len(first)} bytes exceeds the largest allowed "
+        f"batch of {limit} bytes$",
+    ):
+        list(iter_batches(first, max_batch_size=limit))
+
+
+def test_record_batch_and_iter_batches_read_any_byte_shaped_buffer():
+    import array
+
+    data = bytes(make_batch(base_offset=7)) + bytes(make_batch(base_offset=10))
+    one = len(make_batch(base_offset=7))
+    signed = memoryview(array.array("b", data))  # format "b": cast to unsigned bytes
+    square = memoryview(data).cast("B", shape=[2, len(data) // 2])  # two dimensions
+    for view in (signed, square):
+        assert RecordBatch(view).base_offset == 7
+        assert RecordBatch(view).size_in_bytes == one
+        assert [b.base_offset for b in iter_batches(view)] == [7, 10]
+        # Views of unsigned bytes, as from any other buffer (a CRC byte above 127 compares).
+        assert RecordBatch(view).buffer == data[:one]
+        assert [b.buffer for b in iter_batches(view)] == [data[:one], data[one:]]
+        assert [b.buffer.format for b in iter_batches(view)] == ["B", "B"]
+
+
+def test_iter_batches_accepts_each_length_exactly_at_its_minimum():
+    # 14 bytes after the length field: the smallest legacy message, so not refused as one;
+    # a v2 batch still needs 49 (the v2 minimum names it). A tail of exactly 17 bytes is
+    # enough to read the magic.
+    buf = bytearray(make_batch())
+    struct.pack_into(">i", buf, 8, 14)
+    with pytest.raises(CorruptRecordError, match="below the v2 minimum of 49$"):
+        list(iter_batches(buf[:17]))
+    header_only = bytearray(make_batch()[:61])
+    struct.pack_into(">i", header_only, 8, 49)
+    assert [b.size_in_bytes for b in iter_batches(header_only)] == [61]
+
+
+def test_iter_batches_reads_the_magic_of_the_batch_it_is_at():
+    # The byte 16 before the second batch (inside the first one's value) is a 2: only the
+    # second batch's own magic byte may decide.
+    b = RecordBatchBuilder(0)
+    b.append(1_000, None, b"\x02" * 40)
+    first = b.build()
+    assert first[len(first) - 16] == 2
+    bad = make_batch()
+    bad[16] = 3
+    with pytest.raises(CorruptRecordError, match=f"at byte {len(first)} has unknown magic 3$"):
+        list(iter_batches(first + bad))
+
+
+@pytest.mark.parametrize(
+    "pos, fmt, value, error, message",
+    [
+        (None, None, None, CorruptRecordError, "is corrupt"),  # a flipped bit: the CRC
+        (21, ">h", 5, CompressionError, "has unknown compression type id 5"),
+        (57, ">i", -3, CorruptRecordError, "has a negative record count -3"),
+    ],
+)
+def test_record_batch_validate_names_the_batch_by_its_base_offset(pos, fmt, value, error, message):
+    data = make_batch(base_offset=1234)
+    if pos is None:
+        data[-1] ^= 1
+    else:
+        struct.pack_into(fmt, data, pos, value)
+        struct.pack_into(">I", data, 17, RecordBatch(data).compute_crc())
+    with pytest.raises(error, match=f"^record batch at offset 1234 {message}"):
+        RecordBatch(data).validate()
