@@ -13,7 +13,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: browser run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics soak mutate mutate-results clean
+.PHONY: browser run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics bench-security soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -115,6 +115,10 @@ bench-dump-log: $(STAMP)
 
 # One metadata sync round over 1,000 topics x 10 partitions and 1,000 groups, and the
 # destination's produce/fetch latency meanwhile (issue #15).
+# TLS and SASL against PLAINTEXT in the same run: SASL_SSL throughput, a new connection's cost.
+bench-security: $(STAMP)
+	$(PY) bench/security_bench.py
+
 bench-mirror-sync: $(STAMP)
 	$(PY) bench/mirror_sync_bench.py
 
