@@ -272,6 +272,8 @@ _KEYS = [
     _k("delete.topic.enable", _B, True, None, "Allow DeleteTopics."),
     _k("auto.leader.rebalance.enable", _B, True, None, "Move leaders back to preferred replicas."),
     _k("leader.imbalance.check.interval.seconds", _L, 300, _R1, "Leader balance check period."),
+    _k("leader.imbalance.per.broker.percentage", _I, 10, None,
+       "Leader imbalance a broker may have before its preferred leaderships move back."),
     _k("fetch.max.bytes", _I, 57671680, Range(1024), "Most bytes in one fetch response."),
     _k("max.incremental.fetch.session.cache.slots", _I, 1000, _R0,
        "Incremental fetch sessions kept (KIP-227)."),
