@@ -795,8 +795,8 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip.overrides property is set.",
     )
     key = "mirror.support.unclean.leader.election"  # M-38's "all replicas" needs #17
-    _require(not v[BROKER_CONFIGS[key].attr], key, f"{key}=true is not supported: kcore "
-             "partitions have one replica and no unclean leader election until #17.")  # fmt: skip
+    _require(not v[BROKER_CONFIGS[key].attr], key, f"{key}=true is not supported: M-38's wait "
+             "for all replicas needs the mirror on a replicated destination (#17).")  # fmt: skip
     # After Kafka's rules, so a contradictory file gets Kafka's message first.
     refuse_unserved_security_protocols(
         v["listeners"],
