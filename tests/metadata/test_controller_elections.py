@@ -10,7 +10,7 @@ import pytest
 from kcore.metadata.elections import PREFERRED, UNCLEAN
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
-from tests.metadata.harness import REPLICATING, Driver
+from tests.metadata.harness import REPLICATING, Driver, assigned_topic_request
 from tests.metadata.test_controller_brokers import _alter
 from tests.metadata.test_controller_topics import _incremental
 
@@ -26,14 +26,8 @@ def _driver(**props) -> Driver:
 
 
 def _create(d: Driver, name: str, replicas: list[list[int]], **configs) -> None:
-    C = m.CreateTopicsRequest
-    req = C(topics=[C.CreatableTopic(
-        name=name, num_partitions=-1, replication_factor=-1,
-        assignments=[C.CreatableReplicaAssignment(partition_index=i, broker_ids=r)
-                     for i, r in enumerate(replicas)],
-        configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
-    )])  # fmt: skip
-    assert d.run(d.controller.create_topics(req)).topics[0].error_code == 0
+    request = assigned_topic_request(name, replicas, configs)
+    assert d.run(d.controller.create_topics(request)).topics[0].error_code == 0
 
 
 def _part(d: Driver, name: str = "t", index: int = 0):

@@ -191,45 +191,63 @@ def test_a_consumer_group_survives_the_death_of_its_coordinator(cluster):
     wait_until(lambda: coordinator in registration(cluster, tp).isr, "back in the ISR")
 
 
-def test_a_transactional_producer_survives_the_death_of_its_coordinator(cluster):
-    topic = unique("txn")
-    cluster.create_topic(topic, partitions=3, replication_factor=3)
-    for p in range(3):
-        wait_until(lambda p=p: len(registration(cluster, (topic, p)).isr) == 3, "full ISR")
-    tid, coordinator = key_led_off_the_controller(cluster, TRANSACTION, "tid")
+def transactional_producer(bootstrap: str, tid: str) -> Producer:
     producer = Producer(
         {
-            "bootstrap.servers": cluster.bootstrap_servers,
+            "bootstrap.servers": bootstrap,
             "transactional.id": tid,
             "linger.ms": 0,
             "transaction.timeout.ms": 60000,
         }
     )
     producer.init_transactions(60)
+    return producer
+
+
+def run_transaction(
+    producer: Producer,
+    topic: str,
+    tag: str,
+    committed: list[bytes],
+    *,
+    count: int = 30,
+    before_commit=None,
+) -> None:
+    """One transaction of ``count`` records over three partitions, flushed, then
+    ``before_commit()`` (a coordinator's death), then committed: its records go to
+    ``committed`` if the commit succeeds. Whatever the client makes of a coordinator move, it
+    must end cleanly: an abortable error is aborted, and nothing of it is ever read."""
+    values = [f"{tag}-{i}".encode() for i in range(count)]
+    producer.begin_transaction()
+    for i, v in enumerate(values):
+        producer.produce(topic, value=v, partition=i % 3)
+    producer.flush(60)
+    if before_commit is not None:
+        before_commit()
+    try:
+        producer.commit_transaction(180)
+        committed.extend(values)
+    except KafkaException as e:
+        assert e.args[0].txn_requires_abort(), e
+        producer.abort_transaction(180)
+
+
+def test_a_transactional_producer_survives_the_death_of_its_coordinator(cluster):
+    topic = unique("txn")
+    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    for p in range(3):
+        wait_until(lambda p=p: len(registration(cluster, (topic, p)).isr) == 3, "full ISR")
+    tid, coordinator = key_led_off_the_controller(cluster, TRANSACTION, "tid")
+    producer = transactional_producer(cluster.bootstrap_servers, tid)
     committed: list[bytes] = []
-
-    def transaction(tag: str, kill: bool = False) -> None:
-        values = [f"{tag}-{i}".encode() for i in range(30)]
-        producer.begin_transaction()
-        for i, v in enumerate(values):
-            producer.produce(topic, value=v, partition=i % 3)
-        producer.flush(60)
-        if kill:
-            cluster.stop_node(coordinator, graceful=False)
-        try:
-            producer.commit_transaction(120)
-            committed.extend(values)
-        except KafkaException as e:
-            # Whatever the client makes of the move, it must end cleanly: an abortable error
-            # is aborted, nothing of it is ever read.
-            assert e.args[0].txn_requires_abort(), e
-            producer.abort_transaction(120)
-
-    transaction("before")
-    transaction("during", kill=True)
+    run_transaction(producer, topic, "before", committed)
+    run_transaction(
+        producer, topic, "during", committed,
+        before_commit=lambda: cluster.stop_node(coordinator, graceful=False),
+    )  # fmt: skip
     tp = (TRANSACTION_STATE, cluster.broker.internal_topics.partition_for(TRANSACTION, tid))
     wait_until(lambda: registration(cluster, tp).leader not in (-1, coordinator), "new leader")
-    transaction("after")
+    run_transaction(producer, topic, "after", committed)
 
     consumer = Consumer(
         {

@@ -15,7 +15,6 @@ import uuid
 
 import pytest
 import trio
-from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kcore.client.cluster import KafkaClient
@@ -23,7 +22,14 @@ from kcore.client.groups import find_coordinator
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.testing.processes import ProcessCluster
 from tests.server.replicated import REPLICATED_CONFIG, unique, wait_until
-from tests.server.test_coordinator_failover import _commit, _committed, _consumer, _poll
+from tests.server.test_coordinator_failover import (
+    _commit,
+    _committed,
+    _consumer,
+    _poll,
+    run_transaction,
+    transactional_producer,
+)
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -69,37 +75,19 @@ def test_group_and_transaction_survive_a_sigkill_of_their_coordinator(tmp_path):
             == victim
         )
 
-        producer = Producer(
-            {"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0,
-             "transaction.timeout.ms": 60000}
-        )  # fmt: skip
-        producer.init_transactions(60)
+        producer = transactional_producer(bootstrap, tid)
         committed: list[bytes] = []
-
-        def transaction(tag: str, kill: bool = False) -> None:
-            values = [f"{tag}-{i}".encode() for i in range(60)]
-            producer.begin_transaction()
-            for i, v in enumerate(values):
-                producer.produce(topic, value=v, partition=i % 3)
-            producer.flush(60)
-            if kill:
-                cluster.node(victim).kill()  # SIGKILL: the open transaction's coordinator
-            try:
-                producer.commit_transaction(180)
-                committed.extend(values)
-            except KafkaException as e:
-                assert e.args[0].txn_requires_abort(), e
-                producer.abort_transaction(180)
-
-        transaction("before")
+        run_transaction(producer, topic, "before", committed, count=60)
         consumer = _consumer(cluster, group, **{"isolation.level": "read_committed"})
         consumer.subscribe([topic])
         first = _poll(consumer, 40)
         assert len(first) == 40
         _commit(consumer)
 
-        transaction("during", kill=True)
-        transaction("after")
+        # SIGKILL of the open transaction's coordinator (and the group's).
+        kill = cluster.node(victim).kill
+        run_transaction(producer, topic, "during", committed, count=60, before_commit=kill)
+        run_transaction(producer, topic, "after", committed, count=60)
         wait_until(
             lambda: coordinator_node(bootstrap, group, GROUP) not in (None, victim),
             "a new group coordinator",

@@ -27,8 +27,8 @@ from confluent_kafka.admin import (
     ConfigResource,
 )
 
-from kcore.protocol import messages as m
 from kcore.testing import EmbeddedCluster
+from tests.metadata.harness import assigned_topic_request
 from tests.server.replicated import REPLICATED_CONFIG, registration, unique, wait_until
 from tests.tools.tool import kcore
 
@@ -47,13 +47,7 @@ def _admin(cluster) -> AdminClient:
 
 
 def _create(cluster, name: str, assignment: list[list[int]], **configs) -> None:
-    C = m.CreateTopicsRequest
-    request = C(topics=[C.CreatableTopic(
-        name=name, num_partitions=-1, replication_factor=-1,
-        assignments=[C.CreatableReplicaAssignment(partition_index=i, broker_ids=r)
-                     for i, r in enumerate(assignment)],
-        configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
-    )])  # fmt: skip
+    request = assigned_topic_request(name, assignment, configs)
 
     async def create():
         return await cluster.broker.controller_call(lambda c, now: c.create_topics(request))
