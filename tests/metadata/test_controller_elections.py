@@ -6,6 +6,8 @@ balance with ``leader.imbalance.per.broker.percentage``."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kcore.metadata.elections import PREFERRED, UNCLEAN
 from kcore.protocol import messages as m
@@ -231,3 +233,74 @@ def test_without_auto_leader_rebalance_nothing_moves():
         d.heartbeat(b)
     _poll_due(d)
     assert _part(d).leader == 2
+
+
+# -- properties -------------------------------------------------------------------------------
+
+_STEPS = st.one_of(
+    st.tuples(st.just("fence"), st.integers(1, 3)),
+    st.tuples(st.just("unfence"), st.integers(1, 3)),
+    st.tuples(st.just("shrink"), st.integers(0, 2)),
+    st.tuples(st.just("expand"), st.integers(0, 2)),
+    st.tuples(st.just("elect"), st.sampled_from((PREFERRED, UNCLEAN)), st.integers(0, 2)),
+    st.tuples(st.just("balance")),
+    st.tuples(st.just("unclean_on")),
+)
+
+
+def _step(d: Driver, step: tuple) -> bool:
+    """Apply one step; True when it may elect outside the ISR (an UNCLEAN election asked for,
+    or unclean elections enabled for the topic)."""
+    brokers = d.controller.image.cluster.brokers
+    kind = step[0]
+    if kind == "fence" and brokers[step[1]].active:
+        d.heartbeat(step[1], want_fence=True)
+    elif kind == "unfence" and brokers[step[1]].fenced:
+        d.heartbeat(step[1])
+    elif kind in ("shrink", "expand"):
+        reg = _part(d, "t", step[1])
+        if reg.leader < 0:
+            return False
+        if kind == "shrink":
+            isr = [b for b in reg.isr if b != reg.leader][1:] + [reg.leader]
+        else:
+            isr = [*reg.isr, *(b for b in reg.replicas if b not in reg.isr and brokers[b].active)]
+        d.run(d.controller.alter_partition(_alter(d, "t", step[1], isr), 3))
+    elif kind == "elect":
+        _elect(d, step[1], {"t": [step[2]]})
+        return step[1] == UNCLEAN
+    elif kind == "balance":
+        d.now += 1000
+        for b, reg in brokers.items():
+            if not reg.fenced:
+                d.heartbeat(b)
+        _poll_due(d)
+    elif kind == "unclean_on":
+        _incremental(d, TOPIC, "t", ("unclean.leader.election.enable", SET, "true"))
+        _poll_due(d)
+    return False
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_STEPS, max_size=25))
+def test_elections_keep_leaders_alive_in_sync_and_clean_unless_unclean_is_allowed(steps):
+    d = _driver(**{"leader.imbalance.check.interval.seconds": "1"})
+    _create(d, "t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    unclean_allowed = False
+    for step in steps:
+        before = {i: _part(d, "t", i) for i in range(3)}
+        asked_unclean = _step(d, step)
+        unclean_allowed = unclean_allowed or step == ("unclean_on",)
+        image = d.controller.image
+        for i in range(3):
+            old, new = before[i], _part(d, "t", i)
+            assert new.isr and set(new.isr) <= set(new.replicas)
+            assert new.leader_epoch >= old.leader_epoch
+            assert new.partition_epoch >= old.partition_epoch
+            if new.leader < 0:
+                continue
+            assert new.leader in new.isr and image.cluster.is_active(new.leader)
+            if new.leader != old.leader and new.leader not in old.isr:
+                # Outside the ISR: only an unclean election, which leaves it alone, recovering.
+                assert asked_unclean or unclean_allowed, (step, old, new)
+                assert new.isr == (new.leader,) and new.leader_recovery_state == 1
