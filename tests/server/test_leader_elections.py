@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 from kcore.testing import EmbeddedCluster
 from tests.metadata.harness import assigned_topic_request
 from tests.server.replicated import REPLICATED_CONFIG, registration, unique, wait_until
-from tests.tools.tool import kcore
+from tests.tools.tool import kcore, wrapper
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -142,6 +142,10 @@ def test_the_tool_refuses_bad_option_combinations(cluster):
     assert no_partition.stderr == "Missing required option(s): partition\n"
     bad_type = _election(cluster, "--election-type", "random", "--all-topic-partitions")
     assert bad_type.returncode == 1 and "PREFERRED and UNCLEAN" in bad_type.stderr
+    helped = wrapper("kafka-leader-election.sh", "--help")
+    assert helped.returncode == 0
+    assert helped.stdout.startswith("This tool attempts to elect a new leader for a set of topic")
+    assert "--path-to-json-file <String: Path to" in helped.stdout
     missing = kcore("leader-election", "--all-topic-partitions")
     assert missing.stderr == "Missing required option(s): bootstrap-server, election-type\n"
 
