@@ -3,7 +3,9 @@
 With ``kcore.replication.enable``: ``__consumer_offsets``, ``__transaction_state`` and
 ``__mirror_state`` are created with their replication-factor configs (3 by default; refused
 with COORDINATOR_NOT_AVAILABLE, which clients retry, while fewer brokers are alive), and
-``__transaction_state`` carries ``transaction.state.log.min.isr``. When the broker leading a
+``__transaction_state`` carries ``transaction.state.log.min.isr``. Coordinator writes are
+acks=all: an offset commit is refused (COORDINATOR_NOT_AVAILABLE, retriable) while the offsets
+partition's ISR is below ``min.insync.replicas``. When the broker leading a
 coordinator partition dies (its tasks cancelled, no controlled shutdown: fenced after
 ``broker.session.timeout.ms``), a member of the ISR leads it, loads it, and confluent-kafka's
 consumer group and transactional producer carry on there: the group resumes from its
@@ -19,9 +21,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
+from kcore.client import BrokerConnection
 from kcore.coordinator.group.records import CONSUMER_OFFSETS
 from kcore.coordinator.transaction.records import TRANSACTION_STATE
 from kcore.metadata.topic_names import MIRROR_STATE_TOPIC
+from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.protocol.errors import KafkaError as KafkaCoreError
 from kcore.server.internal_topics import CLUSTER_MIRROR, GROUP, TRANSACTION
@@ -265,3 +269,45 @@ def test_a_transactional_producer_survives_the_death_of_its_coordinator(cluster)
     assert sorted(got) == sorted(committed)  # each committed record once, nothing else
     assert len(set(got)) == len(got)
     assert any(v.startswith(b"after") for v in got)
+
+
+def _offset_commit(cluster, group: str, topic: str, offset: int) -> int:
+    """A simple (memberless) OffsetCommit of ``topic``-0 at node 1; its error code."""
+    C = m.OffsetCommitRequest
+    request = C(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[C.OffsetCommitRequestTopic(name=topic, partitions=[
+            C.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
+                                           committed_metadata="")])],
+    )  # fmt: skip
+
+    async def commit():
+        async with await BrokerConnection.connect("127.0.0.1", cluster.ports[0]) as conn:
+            response = await conn.request(request, 8)
+        return response.topics[0].partitions[0].error_code
+
+    return cluster._call(commit)
+
+
+def test_coordinator_writes_are_refused_below_min_insync_replicas(cluster):
+    topic = unique("minisr")
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    # A group coordinated by node 1 (the controller, which stays up).
+    coordinator_of(cluster, GROUP, "g")
+    for p in range(3):
+        wait_until(lambda p=p: len(registration(cluster, (CONSUMER_OFFSETS, p)).isr) == 3, "ISR")
+    group = next(
+        g for g in (unique("g") for _ in range(1000)) if coordinator_of(cluster, GROUP, g) == 1
+    )
+    assert _offset_commit(cluster, group, topic, 1) == 0
+    tp = (CONSUMER_OFFSETS, cluster.broker.internal_topics.partition_for(GROUP, group))
+    cluster.stop_node(2, graceful=False)
+    cluster.stop_node(3, graceful=False)
+    wait_until(lambda: registration(cluster, tp).isr == (1,), "the ISR down to node 1")
+    # min.insync.replicas=2: the write is refused, and the client is told to retry.
+    assert _offset_commit(cluster, group, topic, 2) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    cluster.start_node(2)
+    wait_until(lambda: 2 in registration(cluster, tp).isr, "node 2 back in the ISR")
+    assert _offset_commit(cluster, group, topic, 3) == 0
