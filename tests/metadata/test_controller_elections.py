@@ -184,6 +184,15 @@ def test_enabling_unclean_election_dynamically_elects_leaderless_partitions(reso
     assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
 
 
+@pytest.mark.parametrize("enabled", [False, True], ids=["off", "broker-default-on"])
+def test_the_static_broker_default_decides_when_the_topic_says_nothing(enabled):
+    d = _driver(**{"unclean.leader.election.enable": str(enabled).lower()})
+    _create(d, "t", [[1, 2]])
+    d.run(d.controller.alter_partition(_alter(d, "t", 0, [1]), 3))
+    d.heartbeat(1, want_fence=True)  # the only in-sync replica goes; 2 is alive, out of sync
+    assert _part(d).leader == (2 if enabled else -1)
+
+
 def test_auto_leader_rebalance_moves_leaders_back_every_check_interval():
     d = _driver(**{"leader.imbalance.check.interval.seconds": "30"})
     _create(d, "t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
