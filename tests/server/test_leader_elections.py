@@ -27,6 +27,9 @@ from confluent_kafka.admin import (
     ConfigResource,
 )
 
+from kcore.client import BrokerConnection
+from kcore.protocol import messages as m
+from kcore.protocol.errors import ErrorCode
 from kcore.testing import EmbeddedCluster
 from tests.metadata.harness import assigned_topic_request
 from tests.server.replicated import REPLICATED_CONFIG, registration, unique, wait_until
@@ -121,6 +124,17 @@ def test_preferred_elections_from_the_admin_client_and_the_tool(cluster, tmp_pat
     every = _election(cluster, "--election-type", "PREFERRED", "--all-topic-partitions")
     assert every.returncode == 0, every.stderr
     assert topic not in every.stdout
+
+    # A broker-only node forwards ElectLeaders to the controller (node 1) and answers it.
+    E = m.ElectLeadersRequest
+    request = E(election_type=0, topic_partitions=[E.TopicPartitions(topic=topic, partitions=[1])])
+
+    async def ask_node_2():
+        async with await BrokerConnection.connect("127.0.0.1", cluster.ports[1]) as conn:
+            return await conn.request(request, 2)
+
+    [result] = cluster._call(ask_node_2).replica_election_results[0].partition_result
+    assert result.error_code == ErrorCode.ELECTION_NOT_NEEDED
 
     # A producer follows the new leaders.
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
