@@ -178,6 +178,7 @@ def _dest(name: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     args.command_config = getattr(args, "admin.config", None)
+    args.command_config_flag = "--admin.config"
     return run_tool(
         "leader-election", args, lambda a: None, _run, help_text=HELP, prepare=_check,
         refused_prefix="",

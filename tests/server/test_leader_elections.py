@@ -160,6 +160,12 @@ def test_the_tool_refuses_bad_option_combinations(cluster):
     assert helped.returncode == 0
     assert helped.stdout.startswith("This tool attempts to elect a new leader for a set of topic")
     assert "--path-to-json-file <String: Path to" in helped.stdout
+    unreadable = _election(
+        cluster, "--election-type", "PREFERRED", "--all-topic-partitions",
+        "--admin.config", "/nonexistent/admin.properties",
+    )  # fmt: skip
+    assert unreadable.returncode == 1
+    assert unreadable.stderr.startswith("--admin.config: cannot read /nonexistent/")
     missing = kcore("leader-election", "--all-topic-partitions")
     assert missing.stderr == "Missing required option(s): bootstrap-server, election-type\n"
 
