@@ -64,6 +64,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "delete the records of partitions below an offset (kafka-delete-records.sh)",
     ),
+    "leader-election": (
+        "leader_election",
+        "main",
+        "elect preferred or unclean partition leaders (kafka-leader-election.sh)",
+    ),
     "log-dirs": (
         "log_dirs",
         "main",

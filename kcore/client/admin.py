@@ -45,6 +45,7 @@ __all__ = [
     "delete_topics",
     "describe_configs",
     "describe_log_dirs",
+    "elect_leaders",
     "fetch",
     "incremental_alter_configs",
     "list_offsets",
@@ -311,6 +312,29 @@ async def update_features(
         ],
         validate_only=validate_only,
     )
+    return await client.request(target, body)
+
+
+async def elect_leaders(
+    client: KafkaClient,
+    election_type: int,
+    partitions: Iterable[tuple[str, int]] | None,
+    *,
+    timeout_ms: int = 60_000,
+    target: Target = "any",
+) -> Any:
+    """ElectLeaders (``kafka-leader-election.sh``): election type 0 PREFERRED, 1 UNCLEAN, for
+    ``partitions`` (None: every partition; the answer then leaves out those that needed no
+    election). Any broker forwards it to the controller. Returns the response
+    (``.replica_election_results``: per topic, ``.partition_result`` with each error)."""
+    E = m.ElectLeadersRequest
+    topics = None
+    if partitions is not None:
+        topics = [
+            E.TopicPartitions(topic=topic, partitions=[p for p, _ in plist])
+            for topic, plist in _by_topic((tp, None) for tp in partitions).items()
+        ]
+    body = E(election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms)
     return await client.request(target, body)
 
 

@@ -44,10 +44,11 @@ def error_text(code: int, message: str | None = None) -> str:
     return f"{name}: {message or default}"
 
 
-def command_config(path: str | None) -> dict[str, str]:
-    """The settings of a ``--command-config`` file (none: empty): only what kcore's admin
-    client honours (:data:`COMMAND_CONFIG_KEYS`: ``security.protocol`` PLAINTEXT, SSL,
-    SASL_PLAINTEXT or SASL_SSL with the ``sasl.*`` and ``ssl.*`` client keys, checked by
+def command_config(path: str | None, flag: str = "--command-config") -> dict[str, str]:
+    """The settings of a ``--command-config`` file (``flag``: the tool's name for the option,
+    in the errors; no file: empty): only what kcore's admin client honours
+    (:data:`COMMAND_CONFIG_KEYS`: ``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or
+    SASL_SSL with the ``sasl.*`` and ``ssl.*`` client keys, checked by
     :func:`~kcore.security.client_security.client_security`).
 
     Raises:
@@ -58,29 +59,29 @@ def command_config(path: str | None) -> dict[str, str]:
     try:
         props = load_properties(path)
     except (OSError, ValueError) as e:
-        raise Refused(f"--command-config: cannot read {path}: {e}") from None
+        raise Refused(f"{flag}: cannot read {path}: {e}") from None
     unknown = sorted(set(props) - COMMAND_CONFIG_KEYS)
     if unknown:
-        raise Refused(
-            f"--command-config: kcore's admin client does not support {', '.join(unknown)}"
-        )
+        raise Refused(f"{flag}: kcore's admin client does not support {', '.join(unknown)}")
     return props
 
 
 def apply_command_config(args: argparse.Namespace) -> None:
     """Set ``args.timeout`` (ms) and ``args.client_id`` from ``args.command_config`` for
     :func:`run_command`. Raises :class:`Refused` as :func:`command_config` does."""
-    props = command_config(args.command_config)
+    # A tool whose option has another name (kafka-leader-election.sh's --admin.config) says so.
+    flag = getattr(args, "command_config_flag", "--command-config")
+    props = command_config(args.command_config, flag)
     timeout = props.get("default.api.timeout.ms", props.get("request.timeout.ms", "0"))
     try:
         args.timeout = int(timeout) or DEFAULT_TIMEOUT_MS
     except ValueError:
-        raise Refused(f"--command-config: {timeout!r} is not a timeout in ms") from None
+        raise Refused(f"{flag}: {timeout!r} is not a timeout in ms") from None
     args.client_id = props.get("client.id")
     try:
         security = client_security(props)
     except ClientSecurityError as e:
-        raise Refused(f"--command-config: {e}") from None
+        raise Refused(f"{flag}: {e}") from None
     args.sasl, args.ssl_context = security.sasl, security.ssl_context
 
 

@@ -104,6 +104,9 @@ class ControllerConfig:
     # REPLICATION_FACTOR_LIMIT. No server.properties key sets it: the controller's own tests
     # raise it to exercise the placement, ISR and election code for several replicas.
     max_replication_factor: int = REPLICATION_FACTOR_LIMIT
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], *, cluster_id: str) -> ControllerConfig:
@@ -126,6 +129,12 @@ class ControllerConfig:
                 REPLICATION_FACTOR_MAX
                 if _bool(props, "kcore.replication.enable", False)
                 else REPLICATION_FACTOR_LIMIT
+            ),
+            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable", True),
+            leader_imbalance_check_interval_ms=1000
+            * _int(props, "leader.imbalance.check.interval.seconds", 300),
+            leader_imbalance_per_broker_percentage=_int(
+                props, "leader.imbalance.per.broker.percentage", 10
             ),
         )
         if cfg.default_replication_factor < 1 or cfg.default_replication_factor > 32767:

@@ -30,7 +30,9 @@ second CreateTopics for the same name fails. The driver also:
 * calls ``activate(now)`` when it becomes active, and appends the records it returns (the
   bootstrap records if the log is empty);
 * calls ``poll(now)`` at ``next_deadline_ms(now)`` (and may call it any time): it fences one
-  broker whose session expired, with the records that move its leaderships;
+  broker whose session expired, with the records that move its leaderships, or runs the
+  elections the controller does on its own (unclean ones after a config change, the
+  preferred-leader balance);
 * passes the Raft log end offset with ``set_log_end_offset`` before ``register_broker`` if Raft
   appended control records the controller never sees (a broker's epoch is the offset of its
   registration record).
@@ -39,7 +41,8 @@ Operations
 ----------
 ``create_topics``, ``delete_topics``, ``create_partitions``, ``alter_configs``,
 ``incremental_alter_configs``, ``register_broker``, ``broker_heartbeat``, ``unregister_broker``,
-``alter_partition``, ``bump_leader_epochs``, ``allocate_producer_ids``, ``update_features``,
+``alter_partition``, ``elect_leaders``, ``bump_leader_epochs``, ``allocate_producer_ids``,
+``update_features``,
 ``create_acls``, ``delete_acls``, ``alter_user_scram_credentials``,
 ``alter_partition_reassignments``,
 ``list_partition_reassignments``, and cluster mirroring's ``create_cluster_mirror``,
@@ -60,6 +63,7 @@ from kcore.metadata import (
     acls,
     cluster_control,
     config_control,
+    elections,
     features,
     mirror_control,
     producer_ids,
@@ -75,6 +79,8 @@ from kcore.metadata.delta import MetadataDelta
 from kcore.metadata.image import ConfigResourceType, MetadataImage
 from kcore.protocol import messages as m
 from kcore.protocol.messages import Message
+
+UNCLEAN_KEY = "unclean.leader.election.enable"
 
 __all__ = ["ControllerConfig", "ControllerResult", "QuorumController"]
 
@@ -104,6 +110,10 @@ class QuorumController:
         self.ctx = ControllerContext(config, image, rng if rng is not None else random.Random())
         self.ctx.heartbeats = BrokerHeartbeatTracker(config.broker_session_timeout_ms)
         self._pending: list[_Pending] = []
+        # Soft state of the periodic elections: when the next leader balance is due (set at
+        # activation), and whether an unclean.leader.election.enable change awaits a check.
+        self._next_balance_ms: int | None = None
+        self._unclean_check_due = False
         self.register_config_validator(
             ConfigResourceType.CLUSTER_MIRROR, mirror_control.ClusterMirrorConfigValidator()
         )
@@ -145,6 +155,10 @@ class QuorumController:
             delta.replay(rec, offset)
         self.ctx.image = delta.apply()
         self.ctx.last_offset = numbered[-1][0]
+        if any(
+            isinstance(r, m.ConfigRecord) and r.name == UNCLEAN_KEY for _, r in numbered
+        ):  # enabled dynamically: leaderless partitions may get a leader now
+            self._unclean_check_due = True
         if numbered[-1][0] > self.ctx.committed_offset:
             self._pending.append(_Pending(numbered[0][0], numbered[-1][0], before, numbered))
 
@@ -171,6 +185,7 @@ class QuorumController:
                 self.replay_batch([r for _, r in committed], committed[0][0])
         self.ctx.heartbeats = BrokerHeartbeatTracker(self.config.broker_session_timeout_ms)
         self.ctx.next_write_offset = None
+        self._next_balance_ms = None
 
     def register_config_validator(self, resource_type: int, validator: ConfigValidator) -> None:
         """Accept (Incremental)AlterConfigs for ``resource_type`` (for example CLUSTER_MIRROR),
@@ -187,18 +202,40 @@ class QuorumController:
         self.ctx.heartbeats = BrokerHeartbeatTracker(self.config.broker_session_timeout_ms)
         for reg in self.image.cluster.brokers.values():
             self.ctx.heartbeats.touch(reg.id, now_ms)
+        if self.config.auto_leader_rebalance_enable:
+            self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+        self._unclean_check_due = True  # a previous controller may have left one undone
         if self.image.features.metadata_version == 0:
             records = list(bootstrap) if bootstrap is not None else bootstrap_records()
             return ControllerResult.of(records, None)
         return ControllerResult.of([], None)
 
     def poll(self, now_ms: int) -> ControllerResult[int | None]:
-        """Periodic work: fence one broker whose session expired (the response is its id)."""
-        return cluster_control.fence_stale_broker(self.ctx, now_ms)
+        """Periodic work, one kind per call: fence one broker whose session expired (the
+        response is its id); else, after an ``unclean.leader.election.enable`` change, elect
+        leaders for the leaderless partitions it allows; else, every
+        ``leader.imbalance.check.interval.seconds`` with ``auto.leader.rebalance.enable``,
+        move leaderships back to preferred replicas (:mod:`kcore.metadata.elections`)."""
+        fenced = cluster_control.fence_stale_broker(self.ctx, now_ms)
+        if fenced.response is not None:
+            return fenced
+        if self._unclean_check_due:
+            self._unclean_check_due = False
+            return ControllerResult.of(elections.elect_unclean_leaders(self.ctx), None)
+        if self._next_balance_ms is not None and self._next_balance_ms <= now_ms:
+            self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+            percentage = self.config.leader_imbalance_per_broker_percentage
+            return ControllerResult.of(elections.balance_leaders(self.ctx, percentage), None)
+        return fenced
 
     def next_deadline_ms(self, now_ms: int) -> int | None:
         """When ``poll`` next has work to do, or None if never without new input."""
-        return cluster_control.next_session_deadline(self.ctx, now_ms)
+        deadlines = [cluster_control.next_session_deadline(self.ctx, now_ms)]
+        if self._unclean_check_due:
+            deadlines.append(now_ms)
+        deadlines.append(self._next_balance_ms)
+        due = [d for d in deadlines if d is not None]
+        return min(due) if due else None
 
     # -- operations --------------------------------------------------------------------------
 
@@ -231,6 +268,11 @@ class QuorumController:
         self, request: m.AlterPartitionRequest, api_version: int = 3
     ) -> ControllerResult[m.AlterPartitionResponse]:
         return replication.alter_partition(self.ctx, request, api_version)
+
+    def elect_leaders(
+        self, request: m.ElectLeadersRequest, api_version: int = 2
+    ) -> ControllerResult[m.ElectLeadersResponse]:
+        return elections.elect_leaders(self.ctx, request, api_version)
 
     def bump_leader_epochs(
         self, request: m.BumpLeaderEpochsRequest

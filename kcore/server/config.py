@@ -41,10 +41,10 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
   data next to the checkout, and ``/tmp`` is emptied at reboot. ``log.dirs`` wins when set.
 * Internal topics: ``offsets.topic.replication.factor``,
   ``transaction.state.log.replication.factor`` and (kcore-only, D-08)
-  ``mirror.state.topic.replication.factor`` keep Kafka's default 3, but kcore cannot
-  replicate yet (issue #17), so it creates the topics with ``min(configured, 1)`` replicas,
-  logging once that it did, and caps ``transaction.state.log.min.isr`` at that factor. See
-  :meth:`BrokerConfig.internal_topic_replication_factor`.
+  ``mirror.state.topic.replication.factor`` keep Kafka's default 3; unless
+  ``kcore.replication.enable`` is set, kcore creates the topics with ``min(configured, 1)``
+  replicas, logging once that it did, and caps ``transaction.state.log.min.isr`` at that
+  factor. See :meth:`BrokerConfig.internal_topic_replication_factor`.
 * Security protocols: PLAINTEXT and SSL client listeners are served (``ssl.*`` keys:
   kcore/security/tls_config.py). A node whose listeners map to SASL_PLAINTEXT or SASL_SSL, or
   whose controller or inter-broker listener is not PLAINTEXT, refuses to start, naming the
@@ -272,6 +272,8 @@ _KEYS = [
     _k("delete.topic.enable", _B, True, None, "Allow DeleteTopics."),
     _k("auto.leader.rebalance.enable", _B, True, None, "Move leaders back to preferred replicas."),
     _k("leader.imbalance.check.interval.seconds", _L, 300, _R1, "Leader balance check period."),
+    _k("leader.imbalance.per.broker.percentage", _I, 10, None,
+       "Leader imbalance a broker may have before its preferred leaderships move back."),
     _k("fetch.max.bytes", _I, 57671680, Range(1024), "Most bytes in one fetch response."),
     _k("max.incremental.fetch.session.cache.slots", _I, 1000, _R0,
        "Incremental fetch sessions kept (KIP-227)."),
@@ -513,11 +515,13 @@ class BrokerConfig:
     def internal_topic_replication_factor(self, key: str) -> int:
         """The replication factor to create an internal topic with: ``key``
         (``offsets.topic.replication.factor``, ``transaction.state.log.replication.factor`` or
-        ``mirror.state.topic.replication.factor``)
-        capped at :data:`~kcore.metadata.context.REPLICATION_FACTOR_LIMIT`, 1 until kcore
-        replicates (issue #17); the caller logs when the cap lowers the configured value.
-        (Kafka's rule, which #17 brings back: the configured value, creation waiting until that
-        many brokers are alive.)"""
+        ``mirror.state.topic.replication.factor``). With ``kcore.replication.enable`` it is
+        Kafka's rule: the configured value, creation refused (COORDINATOR_NOT_AVAILABLE) until
+        that many brokers are alive. Without it, capped at
+        :data:`~kcore.metadata.context.REPLICATION_FACTOR_LIMIT` (one replica); the caller logs
+        when the cap lowers the configured value."""
+        if self.value("kcore.replication.enable"):
+            return self.value(key)
         return min(self.value(key), REPLICATION_FACTOR_LIMIT)
 
     def transaction_state_log_min_isr_for(self, replication_factor: int) -> int:
@@ -791,8 +795,8 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip.overrides property is set.",
     )
     key = "mirror.support.unclean.leader.election"  # M-38's "all replicas" needs #17
-    _require(not v[BROKER_CONFIGS[key].attr], key, f"{key}=true is not supported: kcore "
-             "partitions have one replica and no unclean leader election until #17.")  # fmt: skip
+    _require(not v[BROKER_CONFIGS[key].attr], key, f"{key}=true is not supported: M-38's wait "
+             "for all replicas needs the mirror on a replicated destination (#17).")  # fmt: skip
     # After Kafka's rules, so a contradictory file gets Kafka's message first.
     refuse_unserved_security_protocols(
         v["listeners"],

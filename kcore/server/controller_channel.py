@@ -63,6 +63,7 @@ CONTROLLER_APIS: dict[str, ControllerApi] = {
         ControllerApi(31, "delete_acls"),
         ControllerApi(33, "alter_configs"),
         ControllerApi(37, "create_partitions"),
+        ControllerApi(43, "elect_leaders", takes_version=True),
         ControllerApi(44, "incremental_alter_configs"),
         ControllerApi(45, "alter_partition_reassignments", takes_version=True),
         ControllerApi(46, "list_partition_reassignments"),

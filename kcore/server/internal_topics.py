@@ -10,9 +10,14 @@ the coordinators write uncompressed batches), their segment size, and for
 ``__mirror_state`` is not (decision D-07: its keys hold only the mirror name, so the coordinator
 replays it whole) and keeps everything: ``cleanup.policy=delete``, ``retention.ms=-1``,
 ``retention.bytes=-1``. The replication factor follows
-:meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: Kafka's rule
-capped at 1 while kcore cannot replicate (issue #17), so Kafka's default of 3 gives one
-replica, and this broker logs a warning saying so the first time it creates the topic.
+:meth:`~kcore.server.config.BrokerConfig.internal_topic_replication_factor`: with
+``kcore.replication.enable``, Kafka's rule (the configured factor; COORDINATOR_NOT_AVAILABLE,
+which clients retry, until that many brokers are alive); without it, capped at one replica,
+and this broker logs a warning saying so the first time it creates the topic.
+``__transaction_state`` gets ``min.insync.replicas`` = ``transaction.state.log.min.isr``; the
+other two follow the broker's ``min.insync.replicas``, as in Kafka. The coordinators write with
+acks=all semantics (:mod:`kcore.server.coordinator_shell`): an append is refused while the ISR
+is below ``min.insync.replicas``, and a response waits for the high watermark.
 
 A key maps to a partition by Kafka's rule, ``abs(javaStringHash(key)) % partitions``; the
 coordinator of the key is that partition's leader.
@@ -127,8 +132,8 @@ class InternalTopics:
             if rf < configured and spec.name not in self._limit_logged:
                 self._limit_logged.add(spec.name)
                 log.warning(
-                    "Creating %s with replication factor %d, not %d (%s): kcore does not "
-                    "replicate partitions yet (issue #17)",
+                    "Creating %s with replication factor %d, not %d (%s): "
+                    "kcore.replication.enable is not set",
                     spec.name,
                     rf,
                     configured,

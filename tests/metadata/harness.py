@@ -28,6 +28,19 @@ CLUSTER_ID = "kcore-test-cluster-id"
 REPLICATING = 32767
 
 
+def assigned_topic_request(
+    name: str, assignment: list[list[int]], configs: dict | None = None
+) -> m.CreateTopicsRequest:
+    """CreateTopics of ``name`` with a manual assignment (partition i on ``assignment[i]``)."""
+    C = m.CreateTopicsRequest
+    return C(topics=[C.CreatableTopic(
+        name=name, num_partitions=-1, replication_factor=-1,
+        assignments=[C.CreatableReplicaAssignment(partition_index=i, broker_ids=r)
+                     for i, r in enumerate(assignment)],
+        configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+    )])  # fmt: skip
+
+
 class Driver:
     def __init__(
         self,

@@ -426,6 +426,22 @@ async def test_describe_log_dirs_needs_describe_on_the_cluster(cluster, client, 
     assert resp.error_code == 0 and resp.results
 
 
+@with_broker
+async def test_elect_leaders_needs_alter_on_the_cluster(cluster, client, authorizer):
+    E_ = m.ElectLeadersRequest
+    request = E_(election_type=0, topic_partitions=[E_.TopicPartitions(topic="t", partitions=[0])])
+    authorizer.deny((Op.ALTER, Rt.CLUSTER, CLUSTER))
+    for version in (0, 2):  # v0 has no top-level error: every partition carries it
+        resp = await client.request("any", request, version=version)
+        codes = [p.error_code for r in resp.replica_election_results for p in r.partition_result]
+        assert codes == [E.CLUSTER_AUTHORIZATION_FAILED]
+        assert resp.error_code == (E.CLUSTER_AUTHORIZATION_FAILED if version else 0)
+    authorizer.allow_all()
+    resp = await client.request("any", request, version=2)
+    codes = [p.error_code for r in resp.replica_election_results for p in r.partition_result]
+    assert (resp.error_code, codes) == (0, [E.UNKNOWN_TOPIC_OR_PARTITION])
+
+
 # -- Groups -------------------------------------------------------------------------------------
 
 

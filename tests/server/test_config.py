@@ -279,6 +279,18 @@ def test_broker_config_internal_topic_replication_factor_is_capped_at_one_until_
     assert config.internal_topic_replication_factor("transaction.state.log.replication.factor") == 1
 
 
+def test_broker_config_internal_topic_replication_factor_with_replication_is_kafkas():
+    on = {"kcore.replication.enable": "true"}
+    config = BrokerConfig(on)
+    assert config.internal_topic_replication_factor("offsets.topic.replication.factor") == 3
+    assert config.internal_topic_replication_factor("mirror.state.topic.replication.factor") == 3
+    assert config.transaction_state_log_min_isr_for(3) == 2  # transaction.state.log.min.isr
+    config = BrokerConfig({**on, "transaction.state.log.replication.factor": "5"})
+    assert config.internal_topic_replication_factor("transaction.state.log.replication.factor") == 5
+    explicit = BrokerConfig({**on, "transaction.state.log.min.isr": "3"})
+    assert explicit.transaction_state_log_min_isr_for(3) == 3
+
+
 def test_broker_config_transaction_state_min_isr_is_capped_at_the_replication_factor():
     assert BrokerConfig().transaction_state_log_min_isr_for(1) == 1  # default 2, RF capped
     explicit = {"transaction.state.log.min.isr": "2"}

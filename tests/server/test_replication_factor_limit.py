@@ -34,7 +34,7 @@ NOT_AVAILABLE = (
 )
 LIMIT_LOGGED = (
     "Creating __consumer_offsets with replication factor 1, not 3 "
-    "(offsets.topic.replication.factor): kcore does not replicate partitions yet (issue #17)"
+    "(offsets.topic.replication.factor): kcore.replication.enable is not set"
 )
 
 

@@ -1,7 +1,8 @@
 """Follower replication across real processes: the leader of a partition killed with SIGKILL
 and restarted, again and again, under an acks=all idempotent confluent-kafka producer (issue
-#17's test, a few rounds here). Every acknowledged record is there once, at its acknowledged
-offset, and at the end every replica's log holds the same bytes.
+#17's test: three rounds in the suite, ten with ``make soak``). Every acknowledged record is
+there once, at its acknowledged offset, and at the end every replica's log holds the same
+bytes.
 
 Three combined broker+controller nodes (a three-voter quorum: killing the active controller
 is part of the test when it leads the partition).
@@ -23,7 +24,9 @@ from tests.server.replicated import REPLICATED_CONFIG, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
-ROUNDS = 3
+# Three rounds in the suite; issue #17's ten behind the slow marker (about 2.5 minutes on a
+# loaded two-core machine: over the suite's budget for one test).
+ROUNDS = [3, pytest.param(10, marks=pytest.mark.slow, id="10-rounds")]
 # Processes start slower than threads: a longer lag before a restarted follower is dropped.
 CONFIG = {**REPLICATED_CONFIG, "replica.lag.time.max.ms": "3000"}
 
@@ -41,7 +44,8 @@ def log_bytes(node_dir: Path, topic: str) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
-def test_the_leader_killed_and_restarted_under_acks_all_loses_nothing(tmp_path):
+@pytest.mark.parametrize("rounds", ROUNDS)
+def test_the_leader_killed_and_restarted_under_acks_all_loses_nothing(tmp_path, rounds):
     topic = f"kill-{uuid.uuid4().hex[:8]}"
     with ProcessCluster(tmp_path, 3, config=CONFIG) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -83,7 +87,7 @@ def test_the_leader_killed_and_restarted_under_acks_all_loses_nothing(tmp_path):
                     time.sleep(0.005)
 
         produce_for(2)
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             leader = partition_meta(admin, topic).leader
             cluster.node(leader).kill()  # SIGKILL
             produce_for(1)

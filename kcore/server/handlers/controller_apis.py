@@ -13,8 +13,8 @@ Authorization (with an authorizer, as Kafka's ``ControllerApis``): the brokers' 
 (BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, and cluster
 mirroring's BumpLeaderEpochs) need CLUSTER_ACTION,
 UnregisterBroker and UpdateFeatures ALTER on the cluster, CreateAcls, DeleteAcls and
-AlterUserScramCredentials ALTER on the cluster, AlterPartitionReassignments ALTER and ListPartitionReassignments DESCRIBE on the
-cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
+AlterUserScramCredentials ALTER on the cluster, ElectLeaders and AlterPartitionReassignments
+ALTER and ListPartitionReassignments DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED). kcore forwards admin requests without Kafka's envelope:
 the broker that forwards one has already authorized its client, so a caller with CLUSTER_ACTION
 (a broker) is trusted with CreateTopics, DeleteTopics, CreatePartitions and the config changes;
 any other caller (an admin client talking to the controller directly) is authorized per topic
@@ -25,9 +25,9 @@ The cluster-mirror changes (CreateClusterMirror, Start/Stop/Pause/ResumeMirrorTo
 DeleteClusterMirror) need their CLUSTER_MIRROR operation (:data:`MIRROR_OPERATION`) from such a
 caller; a broker that forwards one has checked it, and the partition states, already.
 
-UpdateFeatures and the partition-reassignment APIs are also served on BROKER listeners, as Kafka
-brokers do (``kafka-features.sh`` / ``kafka-reassign-partitions.sh --bootstrap-server`` and admin
-clients send them to any broker): the operation on the cluster is checked there, and the request
+UpdateFeatures, ElectLeaders and the partition-reassignment APIs are also served on BROKER
+listeners, as Kafka brokers do (``kafka-features.sh`` / ``kafka-leader-election.sh`` /
+``kafka-reassign-partitions.sh --bootstrap-server`` and admin clients send them to any broker): the operation on the cluster is checked there, and the request
 is forwarded to the active controller. So is DescribeQuorum (``kafka-metadata-quorum.sh
 --bootstrap-server``), which the quorum leader answers.
 """
@@ -48,6 +48,7 @@ from kcore.server.registry import BROKER, CONTROLLER, HandlerRegistry
 CLUSTER_OPERATION = {
     30: AclOperation.ALTER,  # CreateAcls
     31: AclOperation.ALTER,  # DeleteAcls
+    43: AclOperation.ALTER,  # ElectLeaders
     45: AclOperation.ALTER,  # AlterPartitionReassignments
     46: AclOperation.DESCRIBE,  # ListPartitionReassignments
     51: AclOperation.ALTER,  # AlterUserScramCredentials
@@ -123,6 +124,21 @@ def error_response(api_key: int, request: Any, code: int, message: str | None) -
                 R.AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
                 for u in users
             ]
+        )
+    if api_key == 43:
+        R = m.ElectLeadersResponse
+        return R(
+            error_code=code,
+            replica_election_results=[
+                R.ReplicaElectionResult(
+                    topic=t.topic,
+                    partition_result=[
+                        R.PartitionResult(partition_id=p, error_code=code, error_message=message)
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topic_partitions or ()
+            ],
         )
     if api_key in (33, 44):
         R = m.AlterConfigsResponse if api_key == 33 else m.IncrementalAlterConfigsResponse
@@ -234,6 +250,7 @@ async def describe_quorum(ctx, body: m.DescribeQuorumRequest) -> m.DescribeQuoru
 # The controller APIs a broker listener serves as well (Kafka's brokers forward them), each
 # authorized on the cluster (CLUSTER_OPERATION) before it is forwarded.
 BROKER_FORWARDED = (
+    "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "update_features",
