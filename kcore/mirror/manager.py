@@ -232,6 +232,14 @@ class MirrorManager:
         if driver is not None:
             driver.send(SourceFailed(ErrorCode.OFFSET_OUT_OF_RANGE, reason))
 
+    def on_source_refused(self, partitions, code: ErrorCode, reason: str) -> None:
+        # M-114/M-115: a refused login or ACL fails the partitions now (D-13's retries then
+        # try again; an altered mirror config reconnects at once, M-68).
+        for tp in partitions:
+            driver = self.drivers.get(tp)
+            if driver is not None and driver.fetching:
+                driver.send(SourceFailed(code, reason))
+
     # -- the operator's manual recovery ------------------------------------------------------
 
     def recovery_id(self, topic: str) -> int:

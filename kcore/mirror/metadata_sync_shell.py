@@ -54,7 +54,7 @@ from kcore.client.admin import (
     list_offsets,
 )
 from kcore.client.cluster import KafkaClient
-from kcore.client.errors import ClientError
+from kcore.client.errors import AuthenticationFailed, ClientError
 from kcore.client.groups import describe_groups, list_groups, offset_commit, offset_fetch_groups
 from kcore.metadata import mirror_configs as mc
 from kcore.metadata.image import StandardAcl
@@ -77,6 +77,7 @@ from kcore.mirror.metadata_sync import (
     synced_topics,
 )
 from kcore.mirror.records import MIRROR_STATE
+from kcore.mirror.source_access import authentication_reason
 from kcore.mirror.state import MirrorOperation, check_operation
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -202,6 +203,15 @@ class MirrorMetadataSync:
             status.last_attempt_ms = self.broker.clock.wall_ms()
             try:
                 plan = await self._round(name)
+            except AuthenticationFailed as e:  # M-114: say which credentials to fix
+                mirror = mirrors_image(self.broker.metadata_image).mirror(name)
+                bootstrap = "" if mirror is None else mirror.bootstrap_servers
+                status.errors = [
+                    f"sync round failed: SASL_AUTHENTICATION_FAILED: "
+                    f"{authentication_reason(name, bootstrap, str(e))}"
+                ]
+                log.warning("mirror %s: metadata sync round failed: %s", name, status.errors[0])
+                return status
             except (ClientError, KafkaError, OSError, trio.TooSlowError) as e:
                 status.errors = [f"sync round failed: {_describe_error(e)}"]
                 log.warning("mirror %s: metadata sync round failed: %s", name, status.errors[0])

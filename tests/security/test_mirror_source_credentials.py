@@ -1,0 +1,248 @@
+"""A mirror whose source is a kcore cluster on SASL_SSL with SCRAM (issue #18, spec M-114, D-25).
+
+The source serves SASL_SSL with a trustme certificate and ends SASL sessions after
+``connections.max.reauth.ms`` (so a rotated password reaches the connections already open);
+the destination's mirror logs in with its own ``security.protocol`` / ``sasl.*`` / ``ssl.*``
+configs. It mirrors; rotating the password on the source fails the partitions with a reason
+that names the refused login; altering the mirror's ``sasl.jaas.config`` reconnects it and it
+converges. Neither password appears in any Describe, tool output, HTTP answer, metric or log
+line of the whole test (caplog at DEBUG over every thread of this process).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import httpx
+import pytest
+import trio
+from confluent_kafka import Producer
+
+from kcore.client import KafkaClient
+from kcore.client import mirrors as admin
+from kcore.client.admin import describe_configs
+from kcore.protocol import messages as m
+from kcore.testing import EmbeddedCluster
+from kcore.testing.embedded import free_port
+from tests.security.sasl_cluster import MECHANISMS, PLAIN_USERS, plain_jaas
+from tests.tools.tool import kcore
+
+pytestmark = pytest.mark.timeout(300)
+
+WAIT_S = 120.0
+PARTITIONS = 2
+USER = "mirror-user"
+SMALL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+
+
+class SecuredSource(EmbeddedCluster):
+    """Node 1 with a SASL_SSL listener (PLAIN and both SCRAMs) beside PLAINTEXT and CONTROLLER;
+    SASL sessions last ``reauth_ms`` (KIP-368), so a changed password ends old logins."""
+
+    def __init__(self, pki, config=None, reauth_ms: int = 2000) -> None:
+        self.sasl_ssl_port = free_port()
+        chain = "".join(p.bytes().decode() for p in pki.server.cert_chain_pems)
+        super().__init__(
+            config={
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,"
+                "CONTROLLER:PLAINTEXT",
+                "ssl.keystore.type": "PEM",
+                "listener.name.sasl_ssl.ssl.keystore.certificate.chain": chain,
+                "listener.name.sasl_ssl.ssl.keystore.key": pki.server.private_key_pem.bytes().decode(),
+                "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+                "connection.failed.authentication.delay.ms": "50",
+                "connections.max.reauth.ms": str(reauth_ms),
+                **SMALL,
+                **(config or {}),
+            },
+            extra_listeners=(f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",),
+        )
+
+    @property
+    def sasl_ssl_servers(self) -> str:
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+
+def scram_jaas(user: str, password: str) -> str:
+    return (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{password}";'
+    )
+
+
+def set_scram_password(cluster, user: str, password: str) -> None:
+    """SCRAM-SHA-512 for ``user`` (over PLAINTEXT: no authorizer on this source), waiting until
+    this broker's image has the new credential."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    key = ("SCRAM-SHA-512", user)
+    credentials = cluster.broker.metadata_image.scram.credentials
+    before = next((v for k, v in credentials.items() if tuple(map(str, k)) == key), None)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+    wait_for(
+        lambda: any(
+            k[1] == user and v is not before
+            for k, v in cluster.broker.metadata_image.scram.credentials.items()
+        ),
+        "the new SCRAM credential in the source's image",
+    )
+
+
+def produce(cluster, topic: str, count: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(start, start + count):
+        producer.produce(topic, value=f"record-{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+def wait_for(predicate, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while True:
+        last = predicate()
+        if last:
+            return last
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def on(cluster, call):
+    async def main():
+        async with KafkaClient(cluster.bootstrap_servers) as client:
+            return await call(client)
+
+    return trio.run(main)
+
+
+def describe(destination, mirror: str) -> dict:
+    response = on(destination, lambda c: admin.describe_cluster_mirrors(c, [mirror]))
+    (described,) = response.mirrors
+    assert described.error_code == 0, described.error_message
+    return {(t.topic_name, p.partition_index): p for t in described.topics for p in t.partitions}
+
+
+def in_sync(source, destination, mirror: str, topic: str) -> bool:
+    parts = describe(destination, mirror)
+    for p in range(PARTITIONS):
+        detail = parts.get((topic, p))
+        src = source.leader_partition((topic, p))
+        dst = destination.leader_partition((topic, p))
+        if detail is None or detail.state != "MIRRORING" or src is None or dst is None:
+            return False
+        if dst.log_end_offset < src.last_stable_offset:
+            return False
+    return True
+
+
+def alter_mirror(destination, mirror: str, key: str, value: str) -> None:
+    A = m.IncrementalAlterConfigsRequest
+    request = A(
+        resources=[
+            A.AlterConfigsResource(
+                resource_type=64,
+                resource_name=mirror,
+                configs=[A.AlterableConfig(name=key, config_operation=0, value=value)],
+            )
+        ]
+    )
+
+    async def send(client):
+        return (await client.request("any", request)).responses[0]
+
+    result = on(destination, send)
+    assert result.error_code == 0, result.error_message
+
+
+def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(pki, caplog):
+    caplog.set_level(logging.DEBUG)
+    old = f"old-{uuid.uuid4().hex}"
+    new = f"new-{uuid.uuid4().hex}"
+    mirror, topic = f"sec-{uuid.uuid4().hex[:6]}", f"orders-{uuid.uuid4().hex[:6]}"
+    ca_pem = pki.ca.cert_pem.bytes().decode()
+    destination_config = {
+        **SMALL,
+        "mirror.failed.retry.backoff.ms": "300",
+        "mirror.failed.max.retries": "1000",
+    }
+    with (
+        SecuredSource(pki) as source,
+        EmbeddedCluster(config=destination_config, admin=True) as destination,
+    ):
+        set_scram_password(source, USER, old)
+        source.create_topic(topic, PARTITIONS)
+        produce(source, topic, 20)
+
+        configs = {
+            "bootstrap.servers": source.sasl_ssl_servers,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": scram_jaas(USER, old),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": ca_pem,
+        }
+        created = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
+        assert created.error_code == 0, created.error_message
+        started = on(destination, lambda c: admin.start_mirror_topics(c, mirror, [topic]))
+        assert started.error_code == 0 and all(t.error_code == 0 for t in started.topics), started
+        wait_for(lambda: in_sync(source, destination, mirror, topic), "the first sync")
+
+        # The password changes on the source: once the open sessions end, every login fails.
+        set_scram_password(source, USER, new)
+        produce(source, topic, 20, start=20)
+
+        def failed_for_credentials():
+            parts = describe(destination, mirror)
+            reasons = [d.failed_reason or "" for d in parts.values() if d.state == "FAILED"]
+            return [r for r in reasons if "SASL_AUTHENTICATION_FAILED" in r]
+
+        reasons = wait_for(failed_for_credentials, "FAILED with the refused login")
+        assert f"refused the credentials of mirror '{mirror}'" in reasons[0]
+        assert USER in reasons[0]  # who was refused, never with what
+
+        # The operator gives the mirror the new password: it reconnects and converges.
+        alter_mirror(destination, mirror, "sasl.jaas.config", scram_jaas(USER, new))
+        wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync after alter")
+        for p in range(PARTITIONS):
+            assert destination.leader_partition((topic, p)).log_end_offset == 20
+
+        # -- the passwords appear nowhere --------------------------------------------------
+        shown: list[str] = []
+        result = on(destination, lambda c: describe_configs(c, [(64, mirror)])).results[0]
+        got = {c.name: (c.value, c.is_sensitive) for c in result.configs}
+        assert got["sasl.jaas.config"] == (None, True)
+        assert got["ssl.truststore.certificates"] == (None, True)
+        assert got["security.protocol"] == ("SASL_SSL", False)
+        shown.append(repr(result))
+        shown.append(repr(on(destination, lambda c: admin.describe_cluster_mirrors(c, [mirror]))))
+        shown.append(repr(on(destination, lambda c: admin.list_cluster_mirrors(c))))
+        for argv in (
+            ("configs", "--describe", "--entity-type", "cluster-mirrors", "--entity-name", mirror),
+            ("cluster-mirrors", "--describe", "--mirror", mirror),
+            ("cluster-mirrors", "--describe", "--mirror", mirror, "--json"),
+            ("cluster-mirrors", "--list"),
+        ):
+            done = kcore(argv[0], "--bootstrap-server", destination.bootstrap_servers, *argv[1:])
+            assert done.returncode == 0, done.stderr
+            shown += [done.stdout, done.stderr]
+        with httpx.Client(base_url=destination.admin_url, timeout=60) as http:
+            for path in ("/v1/mirrors", f"/v1/mirrors/{mirror}", "/metrics"):
+                answer = http.get(path)
+                assert answer.status_code == 200, (path, answer.text)
+                shown.append(answer.text)
+        shown += [r.getMessage() for r in caplog.records]
+        shown += [r.exc_text or "" for r in caplog.records]
+        for text in shown:
+            assert old not in text and new not in text
+        assert any("refused the credentials" in r.getMessage() for r in caplog.records)
