@@ -1,7 +1,7 @@
 """A mirror whose source is a kcore cluster on SASL_SSL with SCRAM (issue #18, spec M-114, D-25).
 
-The source serves SASL_SSL with a trustme certificate and ends SASL sessions after
-``connections.max.reauth.ms`` (so a rotated password reaches the connections already open);
+The source (test_sasl_ssl's SaslSslCluster) serves SASL_SSL with a trustme certificate and
+ends SASL sessions after ``connections.max.reauth.ms`` (so a rotated password reaches the connections already open);
 the destination's mirror logs in with its own ``security.protocol`` / ``sasl.*`` / ``ssl.*``
 configs. It mirrors; rotating the password on the source fails the partitions with a reason
 that names the refused login; altering the mirror's ``sasl.jaas.config`` reconnects it and it
@@ -25,8 +25,7 @@ from kcore.client import mirrors as admin
 from kcore.client.admin import describe_configs
 from kcore.protocol import messages as m
 from kcore.testing import EmbeddedCluster
-from kcore.testing.embedded import free_port
-from tests.security.sasl_cluster import MECHANISMS, PLAIN_USERS, plain_jaas
+from tests.security.test_sasl_ssl import SaslSslCluster
 from tests.tools.tool import kcore
 
 pytestmark = pytest.mark.timeout(300)
@@ -35,35 +34,6 @@ WAIT_S = 120.0
 PARTITIONS = 2
 USER = "mirror-user"
 SMALL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
-
-
-class SecuredSource(EmbeddedCluster):
-    """Node 1 with a SASL_SSL listener (PLAIN and both SCRAMs) beside PLAINTEXT and CONTROLLER;
-    SASL sessions last ``reauth_ms`` (KIP-368), so a changed password ends old logins."""
-
-    def __init__(self, pki, config=None, reauth_ms: int = 2000) -> None:
-        self.sasl_ssl_port = free_port()
-        chain = "".join(p.bytes().decode() for p in pki.server.cert_chain_pems)
-        super().__init__(
-            config={
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,"
-                "CONTROLLER:PLAINTEXT",
-                "ssl.keystore.type": "PEM",
-                "listener.name.sasl_ssl.ssl.keystore.certificate.chain": chain,
-                "listener.name.sasl_ssl.ssl.keystore.key": pki.server.private_key_pem.bytes().decode(),
-                "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-                "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
-                "connection.failed.authentication.delay.ms": "50",
-                "connections.max.reauth.ms": str(reauth_ms),
-                **SMALL,
-                **(config or {}),
-            },
-            extra_listeners=(f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",),
-        )
-
-    @property
-    def sasl_ssl_servers(self) -> str:
-        return f"127.0.0.1:{self.sasl_ssl_port}"
 
 
 def scram_jaas(user: str, password: str) -> str:
@@ -177,7 +147,7 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
         "mirror.failed.max.retries": "1000",
     }
     with (
-        SecuredSource(pki) as source,
+        SaslSslCluster(pki, {"connections.max.reauth.ms": "2000"}) as source,
         EmbeddedCluster(config=destination_config, admin=True) as destination,
     ):
         set_scram_password(source, USER, old)
@@ -246,3 +216,105 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
         for text in shown:
             assert old not in text and new not in text
         assert any("refused the credentials" in r.getMessage() for r in caplog.records)
+
+
+def allow(cluster, principal: str, topic: str, operation) -> None:
+    """An ALLOW ACL for ``operation`` on ``topic`` (over PLAINTEXT, whose ANONYMOUS is a super
+    user of the source), once this broker's image has it."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        principal,
+        "*",
+        operation,
+        AclPermissionType.ALLOW,
+    )
+    admin_client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin_client.create_acls([binding]).values():
+        future.result(timeout=30)
+    wait_for(
+        lambda: any(
+            a.principal == principal and a.resource_name == topic and a.operation == operation.value
+            for a in cluster.broker.metadata_image.acls.acls.values()
+        ),
+        f"the {operation} ACL in the source's image",
+    )
+
+
+def test_a_missing_source_acl_is_reported_with_the_acl_to_add(pki):
+    from confluent_kafka.admin import AclOperation
+
+    password = f"pw-{uuid.uuid4().hex}"
+    mirror, topic = f"acl-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
+    authorizer = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",
+    }
+    destination_config = {
+        **SMALL,
+        "mirror.failed.retry.backoff.ms": "300",
+        "mirror.failed.max.retries": "1000",
+    }
+    with (
+        SaslSslCluster(pki, authorizer) as source,
+        EmbeddedCluster(config=destination_config) as destination,
+    ):
+        set_scram_password(source, USER, password)
+        source.create_topic(topic, PARTITIONS)
+        produce(source, topic, 10)
+        configs = {
+            "bootstrap.servers": source.sasl_ssl_servers,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": scram_jaas(USER, "wrong-" + password),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
+        }
+        # A wrong password is refused when the mirror is created: nothing is stored.
+        refused = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
+        assert refused.error_code == 58, refused  # SASL_AUTHENTICATION_FAILED
+        assert "refused the credentials" in refused.error_message
+        assert password not in refused.error_message
+        configs["sasl.jaas.config"] = scram_jaas(USER, password)
+        created = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
+        assert created.error_code == 0, created.error_message
+
+        # Describe lets the mirror see the topic; without DescribeConfigs Start is refused.
+        principal = f"User:{USER}"
+        allow(source, principal, topic, AclOperation.DESCRIBE)
+        started = on(destination, lambda c: admin.start_mirror_topics(c, mirror, [topic]))
+        assert started.error_code == 29, started  # TOPIC_AUTHORIZATION_FAILED
+        assert (
+            f"--add --allow-principal {principal} --operation DescribeConfigs --topic {topic}"
+            in started.error_message
+        )
+
+        # Without Read the partitions fail, naming the ACL to add; with it they converge.
+        allow(source, principal, topic, AclOperation.DESCRIBE_CONFIGS)
+        started = on(destination, lambda c: admin.start_mirror_topics(c, mirror, [topic]))
+        assert started.error_code == 0 and all(t.error_code == 0 for t in started.topics), started
+
+        def failed_for_read():
+            parts = describe(destination, mirror)
+            return [
+                d.failed_reason
+                for d in parts.values()
+                if d.state == "FAILED" and "TOPIC_AUTHORIZATION_FAILED" in (d.failed_reason or "")
+            ]
+
+        (reason, *_) = wait_for(failed_for_read, "FAILED for the missing Read ACL")
+        assert (
+            f"kcore acls --bootstrap-server {source.sasl_ssl_servers} --add --allow-principal "
+            f"{principal} --operation Read --topic {topic}"
+        ) in reason
+        allow(source, principal, topic, AclOperation.READ)
+        wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync after the ACL")
