@@ -141,11 +141,8 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
     new = f"new-{uuid.uuid4().hex}"
     mirror, topic = f"sec-{uuid.uuid4().hex[:6]}", f"orders-{uuid.uuid4().hex[:6]}"
     ca_pem = pki.ca.cert_pem.bytes().decode()
-    destination_config = {
-        **SMALL,
-        "mirror.failed.retry.backoff.ms": "300",
-        "mirror.failed.max.retries": "1000",
-    }
+    # No automatic retry: only the altered config brings the partitions back.
+    destination_config = {**SMALL, "mirror.failed.max.retries": "0"}
     with (
         SaslSslCluster(pki, {"connections.max.reauth.ms": "2000"}) as source,
         EmbeddedCluster(config=destination_config, admin=True) as destination,
@@ -178,10 +175,15 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
             return [r for r in reasons if "SASL_AUTHENTICATION_FAILED" in r]
 
         reasons = wait_for(failed_for_credentials, "FAILED with the refused login")
+        wait_for(
+            lambda: all(d.state == "FAILED" for d in describe(destination, mirror).values()),
+            "every partition FAILED",
+        )
         assert f"refused the credentials of mirror '{mirror}'" in reasons[0]
         assert USER in reasons[0]  # who was refused, never with what
 
-        # The operator gives the mirror the new password: it reconnects and converges.
+        # The operator gives the mirror the new password: it reconnects, its FAILED partitions
+        # are retried at once, and it converges.
         alter_mirror(destination, mirror, "sasl.jaas.config", scram_jaas(USER, new))
         wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync after alter")
         for p in range(PARTITIONS):
