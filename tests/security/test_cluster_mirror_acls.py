@@ -25,6 +25,7 @@ from kcore.protocol.errors import ErrorCode as E
 from kcore.security.client_security import client_security
 from kcore.testing import EmbeddedCluster
 from tests.security.sasl_cluster import PLAIN_USERS, SaslCluster
+from tests.security.test_mirror_source_credentials import set_mirror_config
 from tests.tools.tool import kcore
 
 pytestmark = pytest.mark.timeout(240)
@@ -101,18 +102,7 @@ def make_mirror(clusters) -> str:
 
 
 def _alter_configs(mirror: str):
-    A = m.IncrementalAlterConfigsRequest
-    body = A(
-        resources=[
-            A.AlterConfigsResource(
-                resource_type=64,
-                resource_name=mirror,
-                configs=[
-                    A.AlterableConfig(name="request.timeout.ms", config_operation=0, value="9000")
-                ],
-            )
-        ]
-    )
+    body = set_mirror_config(mirror, "request.timeout.ms", "9000")
 
     async def call(client):
         return (await client.request("any", body)).responses[0].error_code

@@ -116,9 +116,23 @@ def in_sync(source, destination, mirror: str, topic: str) -> bool:
     return True
 
 
-def alter_mirror(destination, mirror: str, key: str, value: str) -> None:
+def mirror_configs(pki, source, password: str) -> dict[str, str]:
+    """A mirror of ``source``'s SASL_SSL listener as USER with ``password`` (SCRAM-SHA-512),
+    trusting the test CA inline."""
+    return {
+        "bootstrap.servers": source.sasl_ssl_servers,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": scram_jaas(USER, password),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
+    }
+
+
+def set_mirror_config(mirror: str, key: str, value: str) -> m.IncrementalAlterConfigsRequest:
+    """IncrementalAlterConfigs SET of one key on the mirror's CLUSTER_MIRROR resource (64)."""
     A = m.IncrementalAlterConfigsRequest
-    request = A(
+    return A(
         resources=[
             A.AlterConfigsResource(
                 resource_type=64,
@@ -127,6 +141,10 @@ def alter_mirror(destination, mirror: str, key: str, value: str) -> None:
             )
         ]
     )
+
+
+def alter_mirror(destination, mirror: str, key: str, value: str) -> None:
+    request = set_mirror_config(mirror, key, value)
 
     async def send(client):
         return (await client.request("any", request)).responses[0]
@@ -140,7 +158,6 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
     old = f"old-{uuid.uuid4().hex}"
     new = f"new-{uuid.uuid4().hex}"
     mirror, topic = f"sec-{uuid.uuid4().hex[:6]}", f"orders-{uuid.uuid4().hex[:6]}"
-    ca_pem = pki.ca.cert_pem.bytes().decode()
     # No automatic retry: only the altered config brings the partitions back.
     destination_config = {**SMALL, "mirror.failed.max.retries": "0"}
     with (
@@ -151,14 +168,7 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
         source.create_topic(topic, PARTITIONS)
         produce(source, topic, 20)
 
-        configs = {
-            "bootstrap.servers": source.sasl_ssl_servers,
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": scram_jaas(USER, old),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.certificates": ca_pem,
-        }
+        configs = mirror_configs(pki, source, old)
         created = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
         assert created.error_code == 0, created.error_message
         started = on(destination, lambda c: admin.start_mirror_topics(c, mirror, [topic]))
@@ -273,14 +283,7 @@ def test_a_missing_source_acl_is_reported_with_the_acl_to_add(pki):
         set_scram_password(source, USER, password)
         source.create_topic(topic, PARTITIONS)
         produce(source, topic, 10)
-        configs = {
-            "bootstrap.servers": source.sasl_ssl_servers,
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": scram_jaas(USER, "wrong-" + password),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
-        }
+        configs = mirror_configs(pki, source, "wrong-" + password)
         # A wrong password is refused when the mirror is created: nothing is stored.
         refused = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
         assert refused.error_code == 58, refused  # SASL_AUTHENTICATION_FAILED
