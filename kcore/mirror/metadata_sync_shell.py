@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -77,7 +77,11 @@ from kcore.mirror.metadata_sync import (
     synced_topics,
 )
 from kcore.mirror.records import MIRROR_STATE
-from kcore.mirror.source_access import authentication_reason
+from kcore.mirror.source_access import (
+    authentication_reason,
+    authorization_reason,
+    is_authorization_error,
+)
 from kcore.mirror.state import MirrorOperation, check_operation
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -317,6 +321,25 @@ class MirrorMetadataSync:
         self._sources[mirror.name] = (configs, client)
         return client
 
+    def _acl_hint(self, mirror: str):
+        """What to say when the source refuses DescribeAcls: the cluster ACL to add (M-115)."""
+        held = self._sources.get(mirror)
+        configs = {} if held is None else held[0]
+
+        def hint(code: int) -> str | None:
+            if not is_authorization_error(code):
+                return None
+            return authorization_reason(
+                code,
+                username=mc.sasl_username(configs),
+                bootstrap=configs.get(mc.BOOTSTRAP_SERVERS, ""),
+                operation="Describe",
+                resource="cluster",
+                name="",
+            )
+
+        return hint
+
     async def _read_source(self, client, spec, destination: DestinationView) -> SourceView:
         metadata = await client.refresh_metadata(None)
         topics = {
@@ -347,7 +370,7 @@ class MirrorMetadataSync:
         groups, groups_error = (None, None)
         if synced:
             groups, groups_error = await _read_source_groups(client)
-        acls, acls_error = await _read_acls(client)
+        acls, acls_error = await _read_acls(client, self._acl_hint(spec.name))
         return SourceView(metadata.cluster_id, topics, groups, groups_error, acls, acls_error)
 
     async def _read_destination_groups(
@@ -626,7 +649,9 @@ async def _read_source_groups(client) -> tuple[dict[str, SourceGroup] | None, st
     return groups, None
 
 
-async def _read_acls(client) -> tuple[frozenset[StandardAcl] | None, str | None]:
+async def _read_acls(
+    client, hint: Callable[[int], str | None]
+) -> tuple[frozenset[StandardAcl] | None, str | None]:
     try:
         response, acls = await describe_acls(client, AclBindingFilter())  # every ACL
     except (ClientError, KafkaError) as e:
@@ -637,5 +662,6 @@ async def _read_acls(client) -> tuple[frozenset[StandardAcl] | None, str | None]
         why = ErrorCode(response.error_code).name
         if response.error_message:
             why += f": {response.error_message}"
-        return None, f"DescribeAcls refused: {why}"
+        fix = hint(response.error_code)
+        return None, f"DescribeAcls refused: {why}" + (f"; {fix}" if fix else "")
     return frozenset(acls), None

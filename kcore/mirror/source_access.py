@@ -88,8 +88,9 @@ def authorization_reason(
 ) -> str:
     """A source ACL missing for ``operation`` on ``resource`` ``name``: the command to add it."""
     option = "--cluster" if resource == "cluster" else f"--{resource} {name}"
+    what = resource if resource == "cluster" else f"{resource} {name}"
     return (
-        f"the source cluster refused {operation} on {resource} {name} "
+        f"the source cluster refused {operation} on {what} "
         f"({ErrorCode(code).name}): on the source add the ACL with: kcore acls "
         f"--bootstrap-server {bootstrap} --add --allow-principal {principal_of(username)} "
         f"--operation {operation} {option}"

@@ -323,3 +323,11 @@ def test_a_missing_source_acl_is_reported_with_the_acl_to_add(pki):
         ) in reason
         allow(source, principal, topic, AclOperation.READ)
         wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync after the ACL")
+
+        # The metadata sync says which cluster ACL its DescribeAcls lacks.
+        def sync_errors():
+            response = on(destination, lambda c: admin.describe_cluster_mirrors(c, [mirror]))
+            return [e for e in response.mirrors[0].sync_errors if "DescribeAcls refused" in e]
+
+        (error, *_) = wait_for(sync_errors, "the ACL sync's refusal")
+        assert f"--add --allow-principal {principal} --operation Describe --cluster" in error, error
