@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import trio
@@ -234,3 +235,33 @@ def test_internal_mirror_rpcs_need_cluster_action_not_a_mirror_acl(clusters, bod
         return (await client.request("any", body)).error_code
 
     assert as_user(destination, "bob", call) == DENIED
+
+
+def test_describe_acls_lists_a_mirror_s_acls_for_a_sasl_admin(clusters):
+    _, destination, admin_config = clusters
+    mirror = _name("l")
+    grant(clusters, mirror, "Alter")
+    grant(clusters, mirror, "DescribeConfigs")
+    listed = kcore(
+        "acls", "--bootstrap-server", destination.bootstrap_servers,
+        "--command-config", admin_config, "--list", "--cluster-mirror", mirror,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == (
+        "Current ACLs for resource `ResourcePattern(resourceType=CLUSTER_MIRROR, "
+        f"name={mirror}, patternType=LITERAL)`: "
+    )
+    entries = {line.strip() for line in lines[1:] if line.strip()}
+    assert entries == {
+        "(principal=User:alice, host=*, operation=ALTER, permissionType=ALLOW)",
+        "(principal=User:alice, host=*, operation=DESCRIBE_CONFIGS, permissionType=ALLOW)",
+    }
+    # A mirror ACL is no licence to read ACLs: alice's DescribeAcls needs DESCRIBE on the cluster.
+    alice = Path(admin_config).with_name("alice.properties")
+    alice.write_text("".join(f"{k}={v}\n" for k, v in _props("alice").items()))
+    refused = kcore(
+        "acls", "--bootstrap-server", destination.bootstrap_servers,
+        "--command-config", str(alice), "--list", "--cluster-mirror", mirror,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
