@@ -143,16 +143,6 @@ def set_mirror_config(mirror: str, key: str, value: str) -> m.IncrementalAlterCo
     )
 
 
-def alter_mirror(destination, mirror: str, key: str, value: str) -> None:
-    request = set_mirror_config(mirror, key, value)
-
-    async def send(client):
-        return (await client.request("any", request)).responses[0]
-
-    result = on(destination, send)
-    assert result.error_code == 0, result.error_message
-
-
 def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(pki, caplog):
     caplog.set_level(logging.DEBUG)
     old = f"old-{uuid.uuid4().hex}"
@@ -194,7 +184,12 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
 
         # The operator gives the mirror the new password: it reconnects, its FAILED partitions
         # are retried at once, and it converges.
-        alter_mirror(destination, mirror, "sasl.jaas.config", scram_jaas(USER, new))
+        altered = kcore(
+            "configs", "--bootstrap-server", destination.bootstrap_servers, "--alter",
+            "--entity-type", "cluster-mirrors", "--entity-name", mirror,
+            "--add-config", f"sasl.jaas.config=[{scram_jaas(USER, new)}]",  # "=" inside: bracketed
+        )  # fmt: skip
+        assert altered.returncode == 0, altered.stderr
         wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync after alter")
         for p in range(PARTITIONS):
             assert destination.leader_partition((topic, p)).log_end_offset == 20
@@ -206,7 +201,7 @@ def test_mirror_from_a_sasl_ssl_source_fails_on_rotation_and_recovers_on_alter(p
         assert got["sasl.jaas.config"] == (None, True)
         assert got["ssl.truststore.certificates"] == (None, True)
         assert got["security.protocol"] == ("SASL_SSL", False)
-        shown.append(repr(result))
+        shown += [repr(result), altered.stdout, altered.stderr]
         shown.append(repr(on(destination, lambda c: admin.describe_cluster_mirrors(c, [mirror]))))
         shown.append(repr(on(destination, lambda c: admin.list_cluster_mirrors(c))))
         for argv in (
