@@ -309,14 +309,19 @@ def client_settings(configs: Mapping[str, str]) -> dict[str, object]:
     ignored.
 
     Raises:
-        ClientSecurityError: security settings that no longer load (a store file removed
-            since they were accepted).
+        InvalidConfigError: security settings that no longer load (a store file removed or
+            changed since they were accepted): INVALID_CONFIG, for the partition's reason.
     """
     out: dict[str, object] = {}
     for key, (argument, _low) in CLIENT_KEYS.items():
         if key in configs:
             out[argument] = int(configs[key]) / 1000
-    security = client_security(security_settings(configs))
+    try:
+        security = client_security(security_settings(configs))
+    except ClientSecurityError as e:
+        raise InvalidConfigError(
+            SECURITY_PROTOCOL, f"The mirror's source security settings do not load: {e}"
+        ) from None
     if security.ssl_context is not None:
         out["ssl_context"] = security.ssl_context
     if security.sasl is not None:

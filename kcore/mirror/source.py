@@ -127,8 +127,8 @@ async def describe_source(
             ErrorCode.SASL_AUTHENTICATION_FAILED, authentication_reason(mirror, bootstrap, str(e))
         ) from None
     except KafkaError as e:
-        if is_authorization_error(e.code):
-            raise
+        if is_authorization_error(e.code) or e.code == ErrorCode.INVALID_CONFIG:
+            raise  # a missing source ACL, or stores that no longer load: their own answer
         raise _unavailable(mirror, bootstrap, e) from None
     except (ClientError, OSError, ValueError, trio.TooSlowError) as e:
         raise _unavailable(mirror, bootstrap, e) from None

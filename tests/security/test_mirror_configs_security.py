@@ -145,3 +145,17 @@ def test_a_missing_acl_reason_is_the_command_that_adds_it():
         ("Describe", "group"),
         ("Describe", "cluster"),
     }
+
+
+def test_a_truststore_file_gone_since_it_was_accepted_is_invalid_config(pki, tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(pki.ca.cert_pem.bytes())
+    configs = {**_sasl_ssl(pki), "ssl.truststore.location": str(ca)}
+    del configs["ssl.truststore.certificates"]
+    mc.validate_mirror_configs(configs, creating=True)
+    assert isinstance(mc.client_settings(configs)["ssl_context"], ssl.SSLContext)
+    ca.unlink()
+    with pytest.raises(InvalidConfigError) as refused:
+        mc.client_settings(configs)
+    assert refused.value.code == ErrorCode.INVALID_CONFIG
+    assert "do not load" in refused.value.message and PASSWORD not in refused.value.message
