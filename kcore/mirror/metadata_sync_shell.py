@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import trio
 
@@ -321,25 +321,6 @@ class MirrorMetadataSync:
         self._sources[mirror.name] = (configs, client)
         return client
 
-    def _acl_hint(self, mirror: str):
-        """What to say when the source refuses DescribeAcls: the cluster ACL to add (M-115)."""
-        held = self._sources.get(mirror)
-        configs = {} if held is None else held[0]
-
-        def hint(code: int) -> str | None:
-            if not is_authorization_error(code):
-                return None
-            return authorization_reason(
-                code,
-                username=mc.sasl_username(configs),
-                bootstrap=configs.get(mc.BOOTSTRAP_SERVERS, ""),
-                operation="Describe",
-                resource="cluster",
-                name="",
-            )
-
-        return hint
-
     async def _read_source(self, client, spec, destination: DestinationView) -> SourceView:
         metadata = await client.refresh_metadata(None)
         topics = {
@@ -370,7 +351,7 @@ class MirrorMetadataSync:
         groups, groups_error = (None, None)
         if synced:
             groups, groups_error = await _read_source_groups(client)
-        acls, acls_error = await _read_acls(client, self._acl_hint(spec.name))
+        acls, acls_error = await _read_acls(client)
         return SourceView(metadata.cluster_id, topics, groups, groups_error, acls, acls_error)
 
     async def _read_destination_groups(
@@ -649,9 +630,7 @@ async def _read_source_groups(client) -> tuple[dict[str, SourceGroup] | None, st
     return groups, None
 
 
-async def _read_acls(
-    client, hint: Callable[[int], str | None]
-) -> tuple[frozenset[StandardAcl] | None, str | None]:
+async def _read_acls(client) -> tuple[frozenset[StandardAcl] | None, str | None]:
     try:
         response, acls = await describe_acls(client, AclBindingFilter())  # every ACL
     except (ClientError, KafkaError) as e:
@@ -662,6 +641,14 @@ async def _read_acls(
         why = ErrorCode(response.error_code).name
         if response.error_message:
             why += f": {response.error_message}"
-        fix = hint(response.error_code)
-        return None, f"DescribeAcls refused: {why}" + (f"; {fix}" if fix else "")
+        if is_authorization_error(response.error_code):  # M-115: the source ACL to add
+            why += "; " + authorization_reason(
+                response.error_code,
+                username=None if client.sasl is None else client.sasl.username,
+                bootstrap=",".join(f"{host}:{port}" for host, port in client.bootstrap),
+                operation="Describe",
+                resource="cluster",
+                name="",
+            )
+        return None, f"DescribeAcls refused: {why}"
     return frozenset(acls), None
