@@ -6,7 +6,8 @@ the destination's mirror logs in with its own ``security.protocol`` / ``sasl.*``
 configs. It mirrors; rotating the password on the source fails the partitions with a reason
 that names the refused login; altering the mirror's ``sasl.jaas.config`` reconnects it and it
 converges. Neither password appears in any Describe, tool output, HTTP answer, metric or log
-line of the whole test (caplog at DEBUG over every thread of this process).
+line of the whole test (caplog at DEBUG over every thread of this process). A mirror also
+reaches a source over mutual TLS with its key pair inline (``security.protocol=SSL``).
 """
 
 from __future__ import annotations
@@ -326,3 +327,37 @@ def test_a_missing_source_acl_is_reported_with_the_acl_to_add(pki):
 
         (error, *_) = wait_for(sync_errors, "the ACL sync's refusal")
         assert f"--add --allow-principal {principal} --operation Describe --cluster" in error, error
+
+
+def test_a_mirror_over_mutual_tls_with_an_inline_key_pair(pki):
+    from tests.security.conftest import TlsCluster
+
+    leaf = pki.ca.issue_cert(
+        "mirror.clients.test", common_name="mirror", organization_unit_name="dr"
+    )
+    chain = "".join(p.bytes().decode() for p in leaf.cert_chain_pems)
+    key = leaf.private_key_pem.bytes().decode()
+    mirror, topic = f"mtls-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
+    with TlsCluster(pki) as source, EmbeddedCluster(config=SMALL) as destination:
+        source.create_topic(topic, PARTITIONS)
+        produce(source, topic, 10)
+        configs = {
+            "bootstrap.servers": source.mtls_servers,
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": chain,
+            "ssl.keystore.key": key,
+        }
+        created = on(destination, lambda c: admin.create_cluster_mirror(c, mirror, configs))
+        assert created.error_code == 0, created.error_message
+        started = on(destination, lambda c: admin.start_mirror_topics(c, mirror, [topic]))
+        assert started.error_code == 0 and all(t.error_code == 0 for t in started.topics), started
+        wait_for(lambda: in_sync(source, destination, mirror, topic), "the sync over mTLS")
+
+        result = on(destination, lambda c: describe_configs(c, [(64, mirror)])).results[0]
+        got = {c.name: (c.value, c.is_sensitive) for c in result.configs}
+        assert got["ssl.keystore.key"] == (None, True)
+        assert got["ssl.keystore.certificate.chain"] == (None, True)
+        assert "PRIVATE KEY" not in repr(result)
