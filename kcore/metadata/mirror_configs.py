@@ -14,16 +14,26 @@ key kcore would not act on is refused, never stored and ignored:
                                    may only change together with ``bootstrap.servers``
 ``mirror.topic.replication.factor``  replication factor of created mirror topics (D-28); unset:
                                    the destination's ``default.replication.factor``
-``security.protocol``              ``PLAINTEXT`` only: kcore's client speaks no TLS or SASL yet
-                                   (issue #18); every ``ssl.*`` / ``sasl.*`` key is refused too
+``security.protocol``              the source connection's security (spec M-114, D-25):
+``sasl.mechanism``                 ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``;
+``sasl.jaas.config``               PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with an inline JAAS
+``ssl.*`` (:data:`SECURITY_KEYS`)  entry; the client ``ssl.*`` keys of PEM stores, read by
+                                   :mod:`kcore.security.client_security` as every kcore client's
 client tuning (:data:`CLIENT_KEYS`)  the connection settings the mirror's ``kcore.client``
                                    honours: timeouts and backoffs, in milliseconds
 =================================  ==============================================================
 
-Secrets (passwords, keys, JAAS configs; :func:`is_sensitive`) are never returned by
-DescribeConfigs or DescribeClusterMirrors, as Kafka does for its PASSWORD-type configs.
+The security keys are checked together (:func:`~kcore.security.client_security.client_security`
+must accept them: a combination kcore's client cannot honour is refused, never weakened) and
+the stores they name are loaded, so a bad certificate is refused when it is set, not when the
+mirror first connects. Inline PEM (``ssl.truststore.certificates``, ``ssl.keystore.key``) is
+the form to prefer: a ``*.location`` path is read by whichever broker connects.
 
-Pure: no I/O.
+Secrets (Kafka's PASSWORD-type keys: ``sasl.jaas.config``, ``ssl.keystore.key``, the inline
+stores, ``*.password``; :func:`is_sensitive`) are never returned by DescribeConfigs (null value,
+``is_sensitive``), nor by any other answer, tool, metric or log line.
+
+Pure: no sockets (the TLS stores are read from files or inline values to check them).
 """
 
 from __future__ import annotations
@@ -32,7 +42,14 @@ import functools
 import re
 from collections.abc import Mapping
 
-from kcore.log.config import InvalidConfigError
+from kcore.log.config import ConfigType, InvalidConfigError
+from kcore.security.client_security import (
+    CLIENT_SECURITY_KEYS,
+    CLIENT_SECURITY_PROTOCOLS,
+    ClientSecurityError,
+    client_security,
+)
+from kcore.security.tls_config import TLS_CONFIG_KEYS
 
 __all__ = [
     "BOOTSTRAP_SERVERS",
@@ -42,8 +59,12 @@ __all__ = [
     "LIST_KEYS",
     "MIRROR_KEYS",
     "REPLICATION_FACTOR",
+    "SECURITY_KEYS",
+    "SECURITY_PROTOCOL",
     "SOURCE_CLUSTER_ID",
     "client_settings",
+    "sasl_username",
+    "security_settings",
     "first_match",
     "is_internal_topic",
     "is_sensitive",
@@ -84,12 +105,13 @@ CLIENT_KEYS: dict[str, tuple[str, int]] = {
 #: Keys whose value is a comma-separated list (IncrementalAlterConfigs APPEND / SUBTRACT).
 LIST_KEYS = frozenset({INCLUDE, EXCLUDE, BOOTSTRAP_SERVERS})
 
-_NOT_YET = (
-    "kcore's mirror connections are PLAINTEXT only until TLS and SASL are supported "
-    "(issue #18); refusing rather than connecting without the requested security"
-)
+#: The standard client security keys a mirror's source connection honours (M-114).
+SECURITY_KEYS = CLIENT_SECURITY_KEYS
+
 _SENSITIVE_WORDS = ("password", "secret", "jaas.config")
-_SENSITIVE_KEYS = frozenset({"ssl.keystore.key", "ssl.key.password", "sasl.jaas.config"})
+_SENSITIVE_KEYS = frozenset(
+    {"sasl.jaas.config"} | {k for k, kind, *_ in TLS_CONFIG_KEYS if kind is ConfigType.PASSWORD}
+)
 
 
 def is_sensitive(key: str) -> bool:
@@ -194,18 +216,43 @@ def _check_value(key: str, text: str) -> None:
     elif key == REPLICATION_FACTOR:
         _check_int(key, text, 1, 32767)
     elif key == SECURITY_PROTOCOL:
-        if text.strip().upper() != "PLAINTEXT":
-            raise InvalidConfigError(key, f"{key}={text} is not supported: {_NOT_YET}")
+        if text.strip().upper() not in CLIENT_SECURITY_PROTOCOLS:
+            raise InvalidConfigError(
+                key, f"{key}={text} is not supported: {', '.join(CLIENT_SECURITY_PROTOCOLS)}"
+            )
     elif key in CLIENT_KEYS:
         _check_int(key, text, CLIENT_KEYS[key][1])
+    elif key in SECURITY_KEYS:
+        pass  # checked together with the other security keys
     elif key.startswith(("ssl.", "sasl.")) or key == "security.providers":
-        raise InvalidConfigError(key, f"Mirror configuration {key} is not supported: {_NOT_YET}")
+        raise InvalidConfigError(
+            key,
+            f"Mirror configuration {key} is not supported by kcore's client; the security "
+            "keys are " + ", ".join(sorted(SECURITY_KEYS)),
+        )
     else:
         raise InvalidConfigError(
             key,
             f"Unknown cluster mirror configuration {key}: the keys are "
-            + ", ".join(sorted([*MIRROR_KEYS, *CLIENT_KEYS])),
+            + ", ".join(sorted([*MIRROR_KEYS, *CLIENT_KEYS, *SECURITY_KEYS])),
         )
+
+
+def _check_security(configs: Mapping[str, str]) -> None:
+    protocol = configs.get(SECURITY_PROTOCOL, "PLAINTEXT").strip().upper()
+    stray = sorted(k for k in configs if k.startswith("ssl.") and k in SECURITY_KEYS)
+    if stray and protocol not in ("SSL", "SASL_SSL"):
+        # A client would ignore them; a mirror refuses what it would not act on.
+        raise InvalidConfigError(
+            stray[0],
+            f"{', '.join(stray)} given with {SECURITY_PROTOCOL}={protocol}: set "
+            f"{SECURITY_PROTOCOL}=SSL or SASL_SSL to use TLS towards the source",
+        )
+    try:
+        client_security(security_settings(configs))
+    except ClientSecurityError as e:
+        key = next((k for k in sorted(SECURITY_KEYS) if k in str(e)), SECURITY_PROTOCOL)
+        raise InvalidConfigError(key, f"Invalid source security settings: {e}") from None
 
 
 def validate_mirror_configs(
@@ -215,7 +262,8 @@ def validate_mirror_configs(
     set or deleted; None: all of them, as at creation).
 
     Raises :class:`InvalidConfigError` (INVALID_CONFIG) naming the first bad key: an unknown
-    key, a security setting kcore cannot honour yet, a bad value or pattern, a missing
+    key, security settings kcore's client cannot honour (or stores that do not load), a bad
+    value or pattern, a missing
     ``bootstrap.servers``, or ``mirror.source.cluster.id`` changed without
     ``bootstrap.servers`` (D-24: the recorded id is the guard against a re-pointed mirror).
     """
@@ -223,8 +271,10 @@ def validate_mirror_configs(
     for key in sorted(keys):
         if key in configs:
             _check_value(key, configs[key])
-        elif key not in MIRROR_KEYS and key not in CLIENT_KEYS:
+        elif key not in MIRROR_KEYS and key not in CLIENT_KEYS and key not in SECURITY_KEYS:
             _check_value(key, "")  # an unknown key is refused even for DELETE
+    if keys & SECURITY_KEYS:
+        _check_security(configs)
     if BOOTSTRAP_SERVERS not in configs:
         raise InvalidConfigError(
             BOOTSTRAP_SERVERS, f"{BOOTSTRAP_SERVERS} is required for a cluster mirror"
@@ -237,11 +287,43 @@ def validate_mirror_configs(
         )
 
 
-def client_settings(configs: Mapping[str, str]) -> dict[str, float]:
-    """The ``KafkaClient`` keyword arguments a mirror's configs ask for (seconds): what the
-    mirror's connections to the source must be opened with, so no accepted key is ignored."""
-    out: dict[str, float] = {}
+def security_settings(configs: Mapping[str, str]) -> dict[str, str]:
+    """The mirror's source security keys (M-114), as a client config."""
+    return {k: v for k, v in configs.items() if k in SECURITY_KEYS}
+
+
+def sasl_username(configs: Mapping[str, str]) -> str | None:
+    """The user the mirror logs in to the source as (None: no SASL, or settings that do not
+    parse): the principal ``User:<name>`` the source's ACLs must name (spec M-115)."""
+    try:
+        sasl = client_security(security_settings(configs)).sasl
+    except ClientSecurityError:
+        return None
+    return None if sasl is None else sasl.username
+
+
+def client_settings(configs: Mapping[str, str]) -> dict[str, object]:
+    """The ``KafkaClient`` keyword arguments a mirror's configs ask for: the timeouts
+    (seconds) and the source's TLS context and SASL login (``ssl_context``, ``sasl``): what
+    every connection of the mirror to its source is opened with, so no accepted key is
+    ignored.
+
+    Raises:
+        InvalidConfigError: security settings that no longer load (a store file removed or
+            changed since they were accepted): INVALID_CONFIG, for the partition's reason.
+    """
+    out: dict[str, object] = {}
     for key, (argument, _low) in CLIENT_KEYS.items():
         if key in configs:
             out[argument] = int(configs[key]) / 1000
+    try:
+        security = client_security(security_settings(configs))
+    except ClientSecurityError as e:
+        raise InvalidConfigError(
+            SECURITY_PROTOCOL, f"The mirror's source security settings do not load: {e}"
+        ) from None
+    if security.ssl_context is not None:
+        out["ssl_context"] = security.ssl_context
+    if security.sasl is not None:
+        out["sasl"] = security.sasl
     return out

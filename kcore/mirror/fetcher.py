@@ -28,7 +28,11 @@ partition's topic name, index and topic id):
    high watermark with no divergence the partition leaves the fetcher and the listener's
    ``on_partition_failed(tp, reason)`` is told (the state machine moves it to FAILED);
 6. NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (and the other stale-metadata errors) refresh
-   the source metadata and move the partition to its new leader's fetcher.
+   the source metadata and move the partition to its new leader's fetcher;
+7. a source that refuses the mirror (M-114, M-115: its login fails, SASL_AUTHENTICATION_FAILED;
+   or its ACLs lack Describe or Read on the topic, TOPIC_AUTHORIZATION_FAILED) is no network
+   fault to wait out: the listener's ``on_source_refused(partitions, code, reason)`` is told at
+   once, with a reason from :mod:`kcore.mirror.source_access` (the ACL to add on the source).
 
 Partitions are added and removed by whoever runs the state machine (M-32: added on entering
 MIRRORING, removed on PAUSING and STOPPING); each starts at the destination's log end offset
@@ -47,6 +51,7 @@ from typing import Protocol
 import trio
 
 from kcore.client.cluster import KafkaClient
+from kcore.client.errors import AuthenticationFailed
 from kcore.log.producer_state import AppendOrigin
 from kcore.mirror.batches import prepare_mirrored_batches
 from kcore.mirror.remote_endpoint import (
@@ -54,6 +59,11 @@ from kcore.mirror.remote_endpoint import (
     READ_COMMITTED,
     RemoteLeaderEndpoint,
     mirror_client_id,
+)
+from kcore.mirror.source_access import (
+    authentication_reason,
+    authorization_reason,
+    is_authorization_error,
 )
 from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol.errors import ErrorCode, KafkaError
@@ -103,6 +113,12 @@ class MirrorFetchListener(Protocol):
     def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
         """The partition left the fetcher (D-16 above the source's end): FAILED, ``reason``."""
 
+    def on_source_refused(
+        self, partitions: Iterable[TopicPartition], code: ErrorCode, reason: str
+    ) -> None:
+        """The source refused the mirror's login or an ACL for ``partitions``: FAILED, with
+        ``reason`` (the partitions stay in the fetcher, which keeps backing off)."""
+
 
 class _NoListener:
     def on_epoch_fencing(self, tp: TopicPartition, epoch: int) -> None:
@@ -110,6 +126,39 @@ class _NoListener:
 
     def on_partition_failed(self, tp: TopicPartition, reason: str) -> None:
         log.warning("mirror partition %s-%d failed (no listener): %s", *tp, reason)
+
+    def on_source_refused(self, partitions, code: ErrorCode, reason: str) -> None:
+        log.warning("mirror partitions %s refused (no listener): %s", sorted(partitions), reason)
+
+
+class SourceRefusals:
+    """Turns the source's refusals into ``on_source_refused`` calls with a reason that says
+    what to fix (``username``: the mirror's SASL user, for the ACL to add)."""
+
+    def __init__(
+        self, mirror: str, bootstrap: str, username: str | None, listener: MirrorFetchListener
+    ) -> None:
+        self.mirror = mirror
+        self.bootstrap = bootstrap
+        self.username = username
+        self.listener = listener
+
+    def authentication_failed(self, partitions: Iterable[TopicPartition], error) -> None:
+        reason = authentication_reason(self.mirror, self.bootstrap, str(error))
+        self.listener.on_source_refused(
+            list(partitions), ErrorCode.SASL_AUTHENTICATION_FAILED, reason
+        )
+
+    def authorization_failed(self, tp: TopicPartition, code: int, operation: str) -> None:
+        reason = authorization_reason(
+            code,
+            username=self.username,
+            bootstrap=self.bootstrap,
+            operation=operation,
+            resource="topic",
+            name=tp[0],
+        )
+        self.listener.on_source_refused([tp], ErrorCode(code), reason)
 
 
 @dataclass(slots=True)
@@ -144,10 +193,12 @@ class MirrorPartitionHandler:
         listener: MirrorFetchListener,
         *,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        refusals: SourceRefusals | None = None,
     ) -> None:
         self.mirror = mirror
         self.replicas = replica_manager
         self.listener = listener
+        self.refusals = refusals or SourceRefusals(mirror, "the source", None, listener)
         self.now_ms = now_ms
         self.source: dict[TopicPartition, SourceOffsets] = {}
         self.fenced: dict[TopicPartition, int] = {}
@@ -229,6 +280,8 @@ class MirrorPartitionHandler:
             "mirror %s: %s-%d answered error %d (%s)", self.mirror, *error.tp,
             error.error_code, error.message or "",
         )  # fmt: skip
+        if is_authorization_error(error.error_code):  # the source's ACLs lack Read (M-115)
+            self.refusals.authorization_failed(error.tp, error.error_code, "Read")
 
     def on_failed(self, tp: TopicPartition, reason: str) -> None:
         log.warning("mirror %s: %s-%d failed: %s", self.mirror, *tp, reason)
@@ -236,13 +289,23 @@ class MirrorPartitionHandler:
 
 
 class _SourceLeaders:
-    """``LeaderLocator`` over the mirror's client: the source metadata, refreshed on demand."""
+    """``LeaderLocator`` over the mirror's client: the source metadata, refreshed on demand;
+    a refused login or Describe is reported (and raised: the partition keeps looking)."""
 
-    def __init__(self, client: KafkaClient) -> None:
+    def __init__(self, client: KafkaClient, refusals: SourceRefusals) -> None:
         self.client = client
+        self.refusals = refusals
 
     async def find_leader(self, tp: TopicPartition, *, refresh: bool) -> tuple[int, int]:
-        leader = await self.client.find_leader(tp[0], tp[1], refresh=refresh)
+        try:
+            leader = await self.client.find_leader(tp[0], tp[1], refresh=refresh)
+        except AuthenticationFailed as e:
+            self.refusals.authentication_failed([tp], e)
+            raise
+        except KafkaError as e:
+            if is_authorization_error(e.code):
+                self.refusals.authorization_failed(tp, e.code, "Describe")
+            raise
         info = self.client.metadata.partition(tp[0], tp[1])
         return leader, info.leader_epoch
 
@@ -292,12 +355,19 @@ class MirrorFetcherManager:
         self._client_options = dict(client_options or {})
         self.throttle = throttle
         self._clients: dict[int, KafkaClient] = {}
-        self.handler = MirrorPartitionHandler(mirror, replica_manager, listener or _NoListener())
+        listener = listener or _NoListener()
+        sasl = self._client_options.get("sasl")
+        self.refusals = SourceRefusals(
+            mirror, bootstrap_servers, getattr(sasl, "username", None), listener
+        )
+        self.handler = MirrorPartitionHandler(
+            mirror, replica_manager, listener, refusals=self.refusals
+        )
         self.manager = FetcherManager(
             f"mirror-{mirror}",
             self._endpoint,
             self.handler,
-            _SourceLeaders(self.client(0)),
+            _SourceLeaders(self.client(0), self.refusals),
             config=config,
             num_fetchers=num_fetchers,
         )
@@ -313,7 +383,12 @@ class MirrorFetcherManager:
         return client
 
     def _endpoint(self, leader_id: int, fetcher_number: int) -> RemoteLeaderEndpoint:
-        return RemoteLeaderEndpoint(self.client(fetcher_number), leader_id, throttle=self.throttle)
+        return RemoteLeaderEndpoint(
+            self.client(fetcher_number),
+            leader_id,
+            throttle=self.throttle,
+            on_authentication_failed=self.refusals.authentication_failed,
+        )
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:

@@ -187,7 +187,10 @@ class MirrorManager:
     def _reconnect_changed_mirrors(self, mirrors) -> None:
         """M-68: any change of a mirror's configs reconnects it to the source with the new
         settings: its fetcher manager (connections included) is closed and the partitions that
-        were fetching are added to a new one."""
+        were fetching are added to a new one. Its FAILED partitions get the operator's recovery
+        (D-13, as a Start would give them): a changed config is the operator's fix (new
+        credentials after a refused login, M-114), tried at once rather than after the retry
+        backoff, or never once the retries are spent."""
         for name in list(self.broker.mirror_fetchers):
             image = mirrors.mirror(name)
             configs = None if image is None else dict(image.configs)
@@ -197,8 +200,15 @@ class MirrorManager:
             self.broker.stop_mirror_fetcher(name)
             self._connected_with.pop(name, None)
             for driver in self.drivers.values():
-                if driver.mirror == name and driver.fetching:
+                if driver.mirror != name:
+                    continue
+                if driver.fetching:
                     driver.refetch_after_reconnect(mirror_exists=image is not None)
+                elif image is not None and driver.machine.state is S.FAILED:
+                    log.info(
+                        "mirror %s partition %s-%d: retried with the new configs", name, *driver.tp
+                    )
+                    driver.send(RecoveryRequested())
 
     def mirror_configs(self, mirror: str) -> dict[str, str]:
         image = mirrors_image(self.broker.metadata_image).mirror(mirror)
@@ -230,6 +240,14 @@ class MirrorManager:
         driver = self.drivers.get(tp)
         if driver is not None:
             driver.send(SourceFailed(ErrorCode.OFFSET_OUT_OF_RANGE, reason))
+
+    def on_source_refused(self, partitions, code: ErrorCode, reason: str) -> None:
+        # M-114/M-115: a refused login or ACL fails the partitions now (D-13's retries then
+        # try again; an altered mirror config reconnects at once, M-68).
+        for tp in partitions:
+            driver = self.drivers.get(tp)
+            if driver is not None and driver.fetching:
+                driver.send(SourceFailed(code, reason))
 
     # -- the operator's manual recovery ------------------------------------------------------
 

@@ -55,7 +55,7 @@ from kcore.client.admin import (
     list_offsets,
 )
 from kcore.client.cluster import KafkaClient
-from kcore.client.errors import ClientError
+from kcore.client.errors import AuthenticationFailed, ClientError
 from kcore.client.groups import describe_groups, list_groups, offset_commit, offset_fetch_groups
 from kcore.metadata import mirror_configs as mc
 from kcore.metadata.image import StandardAcl
@@ -78,6 +78,11 @@ from kcore.mirror.metadata_sync import (
     synced_topics,
 )
 from kcore.mirror.records import MIRROR_STATE
+from kcore.mirror.source_access import (
+    authentication_reason,
+    authorization_reason,
+    is_authorization_error,
+)
 from kcore.mirror.state import MirrorOperation, check_operation
 from kcore.protocol.errors import ErrorCode, KafkaError
 
@@ -207,6 +212,15 @@ class MirrorMetadataSync:
             status.last_attempt_ms = self.broker.clock.wall_ms()
             try:
                 plan = await self._round(name)
+            except AuthenticationFailed as e:  # M-114: say which credentials to fix
+                mirror = mirrors_image(self.broker.metadata_image).mirror(name)
+                bootstrap = "" if mirror is None else mirror.bootstrap_servers
+                status.errors = [
+                    f"sync round failed: SASL_AUTHENTICATION_FAILED: "
+                    f"{authentication_reason(name, bootstrap, str(e))}"
+                ]
+                log.warning("mirror %s: metadata sync round failed: %s", name, status.errors[0])
+                return status
             except (ClientError, KafkaError, OSError, trio.TooSlowError) as e:
                 status.errors = [f"sync round failed: {_describe_error(e)}"]
                 log.warning("mirror %s: metadata sync round failed: %s", name, status.errors[0])
@@ -658,5 +672,14 @@ async def _read_acls(client) -> tuple[frozenset[StandardAcl] | None, str | None]
         why = ErrorCode(response.error_code).name
         if response.error_message:
             why += f": {response.error_message}"
+        if is_authorization_error(response.error_code):  # M-115: the source ACL to add
+            why += "; " + authorization_reason(
+                response.error_code,
+                username=None if client.sasl is None else client.sasl.username,
+                bootstrap=",".join(f"{host}:{port}" for host, port in client.bootstrap),
+                operation="Describe",
+                resource="cluster",
+                name="",
+            )
         return None, f"DescribeAcls refused: {why}"
     return frozenset(acls), None

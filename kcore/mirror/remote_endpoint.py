@@ -17,17 +17,22 @@ With a :class:`~kcore.mirror.throttle.MirrorThrottle` (the broker's, shared by e
 each Fetch first waits out the throttle and asks for at most one second's worth of bytes, and
 its response's record bytes are counted against it (``mirror.replication.throttled.rate``).
 
+A connection the source refuses to log in (AuthenticationFailed) is reported to
+``on_authentication_failed(partitions, error)`` before it is raised (M-114: the partitions'
+reason names the cause instead of a generic network error).
+
 Each Fetch is a full, sessionless one (session epoch -1). Responses are parsed into the
 endpoint-neutral ``PartitionResponse``; the records stay memoryviews into the received frame.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
 from kcore.client.cluster import KafkaClient
+from kcore.client.errors import AuthenticationFailed
 from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
@@ -60,8 +65,11 @@ class RemoteLeaderEndpoint(ListOffsetsMixin):
         *,
         rack_id: str = "",
         throttle: MirrorThrottle | None = None,
+        on_authentication_failed: Callable[[Iterable[TopicPartition], Exception], None]
+        | None = None,
     ) -> None:
         self.client = client
+        self.on_authentication_failed = on_authentication_failed
         self.broker_id = broker_id
         self.rack_id = rack_id
         self.throttle = throttle
@@ -79,7 +87,12 @@ class RemoteLeaderEndpoint(ListOffsetsMixin):
             await trio.sleep(throttle.delay(trio.current_time()))
             max_bytes = throttle.max_bytes(plan.max_bytes)
             partition_max_bytes = max_bytes
-        conn = await self.client.connection(self.broker_id)
+        try:
+            conn = await self.client.connection(self.broker_id)
+        except AuthenticationFailed as e:
+            if self.on_authentication_failed is not None:
+                self.on_authentication_failed([(p.topic, p.partition) for p in plan.partitions], e)
+            raise
         version = conn.version_for(FETCH_KEY)
         self.fetch_version = version
         body, names = fetch_request(

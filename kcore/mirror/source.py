@@ -9,8 +9,9 @@ match, the topic id and partition count (Metadata v10+) and the topic configs se
 knows except the deny-list of D-21 (``mirror.*``, tiered storage, replication throttles,
 ``min.insync.replicas``, message-format keys). A source key kcore does not know is not copied.
 
-The connection uses the mirror's own configs (:func:`kcore.metadata.mirror_configs.client_settings`)
-and is closed afterwards; the long-lived connection pool of the mirror fetcher is another
+The connection uses the mirror's own configs (:func:`kcore.metadata.mirror_configs.client_settings`:
+timeouts, TLS and SASL, M-114) and is closed afterwards; a refused login answers
+SASL_AUTHENTICATION_FAILED and a refused DescribeConfigs names the source ACL to add (M-115); the long-lived connection pool of the mirror fetcher is another
 matter (D-25). Trio shell: not a pure module.
 """
 
@@ -24,9 +25,14 @@ import trio
 
 from kcore.client.admin import ConfigResourceType, describe_configs
 from kcore.client.cluster import KafkaClient
-from kcore.client.errors import ClientError
+from kcore.client.errors import AuthenticationFailed, ClientError
 from kcore.metadata import mirror_configs as mc
 from kcore.mirror.metadata_sync import copied_topic_config
+from kcore.mirror.source_access import (
+    authentication_reason,
+    authorization_reason,
+    is_authorization_error,
+)
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["SourceCluster", "SourceTopic", "copied_topic_config", "describe_source"]
@@ -66,8 +72,10 @@ async def describe_source(
     ``with_configs``.
 
     Raises:
-        KafkaError: MIRROR_SOURCE_UNAVAILABLE when the source cannot be reached or answers with
-            an error, within ``timeout_s``.
+        KafkaError: SASL_AUTHENTICATION_FAILED when the source refuses the mirror's login;
+            TOPIC_AUTHORIZATION_FAILED (naming the ACL to add) when it refuses DescribeConfigs;
+            MIRROR_SOURCE_UNAVAILABLE when it cannot be reached or answers with another error,
+            within ``timeout_s``.
     """
     bootstrap = configs.get(mc.BOOTSTRAP_SERVERS, "")
     try:
@@ -89,6 +97,18 @@ async def describe_source(
                         client, [(ConfigResourceType.TOPIC, t) for t in config_topics]
                     )
                     for result in response.results:
+                        if is_authorization_error(result.error_code):
+                            raise KafkaError(
+                                result.error_code,
+                                authorization_reason(
+                                    result.error_code,
+                                    username=mc.sasl_username(configs),
+                                    bootstrap=bootstrap,
+                                    operation="DescribeConfigs",
+                                    resource="topic",
+                                    name=result.resource_name,
+                                ),
+                            )
                         if result.error_code:
                             raise KafkaError(result.error_code, result.error_message)
                         copied = {
@@ -102,10 +122,22 @@ async def describe_source(
                         described[base.name] = SourceTopic(
                             base.name, base.topic_id, base.num_partitions, copied
                         )
-    except (ClientError, KafkaError, OSError, ValueError, trio.TooSlowError) as e:
+    except AuthenticationFailed as e:
         raise KafkaError(
-            ErrorCode.MIRROR_SOURCE_UNAVAILABLE,
-            f"The source cluster of mirror '{mirror}' ({bootstrap}) cannot be reached: "
-            f"{e or type(e).__name__}",
+            ErrorCode.SASL_AUTHENTICATION_FAILED, authentication_reason(mirror, bootstrap, str(e))
         ) from None
+    except KafkaError as e:
+        if is_authorization_error(e.code) or e.code == ErrorCode.INVALID_CONFIG:
+            raise  # a missing source ACL, or stores that no longer load: their own answer
+        raise _unavailable(mirror, bootstrap, e) from None
+    except (ClientError, OSError, ValueError, trio.TooSlowError) as e:
+        raise _unavailable(mirror, bootstrap, e) from None
     return SourceCluster(metadata.cluster_id, frozenset(metadata.topics), described)
+
+
+def _unavailable(mirror: str, bootstrap: str, e: BaseException) -> KafkaError:
+    return KafkaError(
+        ErrorCode.MIRROR_SOURCE_UNAVAILABLE,
+        f"The source cluster of mirror '{mirror}' ({bootstrap}) cannot be reached: "
+        f"{e or type(e).__name__}",
+    )

@@ -28,9 +28,10 @@ def _name(prefix: str) -> str:
 
 
 class SaslSslCluster(EmbeddedCluster):
-    """Node 1 with a SASL_SSL listener beside EmbeddedCluster's PLAINTEXT and CONTROLLER."""
+    """Node 1 with a SASL_SSL listener beside EmbeddedCluster's PLAINTEXT and CONTROLLER
+    (``config``: more broker properties)."""
 
-    def __init__(self, pki) -> None:
+    def __init__(self, pki, config=None) -> None:
         self.sasl_ssl_port = free_port()
         chain = "".join(p.bytes().decode() for p in pki.server.cert_chain_pems)
         super().__init__(
@@ -45,6 +46,7 @@ class SaslSslCluster(EmbeddedCluster):
                 "connection.failed.authentication.delay.ms": "50",
                 "offsets.topic.num.partitions": "3",
                 "transaction.state.log.num.partitions": "3",
+                **(config or {}),
             },
             extra_listeners=(f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}",),
         )
