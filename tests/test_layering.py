@@ -32,6 +32,7 @@ EXEMPT |= {
     "kcore/mirror/fetcher.py",
     "kcore/mirror/manager.py",
     "kcore/mirror/metadata_sync_shell.py",
+    "kcore/mirror/partition_ops.py",
     "kcore/mirror/remote_endpoint.py",
     "kcore/replica/fetcher.py",
 }
