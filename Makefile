@@ -13,7 +13,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: browser run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics bench-security soak mutate mutate-results clean
+.PHONY: debs run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics bench-security soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -30,16 +30,19 @@ run: $(STAMP)
 
 # The dashboard's tests drive headless Chromium: Debian's chromium and chromium-driver, installed
 # here when missing (CI runs as root on Debian); elsewhere, install them by hand.
-browser:
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+# Debian packages some tests drive: headless Chromium and its driver (the dashboard's tests),
+# kcat (a librdkafka CLI, over TLS and SASL).
+DEBS := chromium chromium-driver kcat
+debs:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || ! command -v kcat >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS) >/dev/null; \
 		else \
-			echo "the dashboard tests need chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"; exit 1; \
+			echo "some tests need Debian's $(DEBS) (apt-get install $(DEBS))"; exit 1; \
 		fi; \
 	fi
 
-test: $(STAMP) browser
+test: $(STAMP) debs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

@@ -295,7 +295,11 @@ class ScramServer:
             raise ScramError("Invalid SCRAM client-final message: expected c=,r=,p=")
         if _unb64(attrs["c"], "channel binding") != first.gs2_header.encode():
             raise ScramError("Invalid SCRAM client-final message: channel binding mismatch")
-        if attrs["r"] != first.nonce + self._server_nonce:
+        # Kafka's ScramSaslServer checks that the nonce *ends with* the server-first one, not
+        # that it equals it, and clients rely on that: librdkafka before 2.x (Debian's kcat)
+        # sends its own nonce again in front of the combined one. The proof covers the nonce
+        # as sent (it is part of the AuthMessage), so nothing can be slipped in unsigned.
+        if not attrs["r"].endswith(first.nonce + self._server_nonce):
             raise ScramError("Invalid SCRAM client-final message: nonce mismatch")
         proof = _unb64(proof_text, "proof")
         auth_message = f"{first.bare},{self._server_first},{without_proof}".encode()

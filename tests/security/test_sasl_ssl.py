@@ -250,3 +250,46 @@ def test_kcore_tools_connect_with_tls_and_sasl_from_one_command_config(cluster, 
     refused = kcore("topics", *B, "--list")
     assert refused.returncode != 0
     assert "authentication" in refused.stderr.lower()
+
+
+def test_kcat_lists_and_consumes_over_sasl_ssl(cluster, pki):
+    import shutil
+    import subprocess
+
+    from confluent_kafka import Producer
+
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is missing: make test installs it (make debs)"
+    topic = _name("kcat")
+    conf = confluent_conf(cluster, pki, "SCRAM-SHA-512", *SCRAM_USER)
+    producer = Producer(conf)
+    for i in range(5):
+        producer.produce(topic, key=b"k%d" % i, value=b"kcat-%d" % i)
+    assert producer.flush(30) == 0
+    security = [
+        "-X", "security.protocol=SASL_SSL",
+        "-X", f"ssl.ca.location={pki.ca_file}",
+        "-X", "sasl.mechanisms=SCRAM-SHA-512",
+        "-X", f"sasl.username={SCRAM_USER[0]}",
+        "-X", f"sasl.password={SCRAM_USER[1]}",
+    ]  # fmt: skip
+    listed = subprocess.run(
+        [kcat, "-b", cluster.sasl_ssl_servers, *security, "-L", "-t", topic],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert f'topic "{topic}" with 1 partitions' in listed.stdout
+    consumed = subprocess.run(
+        [kcat, "-b", cluster.sasl_ssl_servers, *security, "-C", "-t", topic, "-e", "-f", "%k=%s\n"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"k{i}=kcat-{i}" for i in range(5)]
+    # Wrong password: kcat gets no metadata and says why.
+    wrong = [a.replace(SCRAM_USER[1], "nope") for a in security]
+    refused = subprocess.run(
+        [kcat, "-b", cluster.sasl_ssl_servers, *wrong, "-L", "-m", "5"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "Authentication failed" in refused.stderr

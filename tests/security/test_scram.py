@@ -210,3 +210,38 @@ def test_jaas_refuses_malformed_configs_without_echoing_values(text, error):
     with pytest.raises(JaasConfigError, match=error) as err:
         parse_jaas_config(text)
     assert "unterminated;" not in str(err.value) and '"2"' not in str(err.value)
+
+
+def _signed_final(nonce: str) -> bytes:
+    """RFC 7677's client-final with ``nonce`` as its r=, properly signed for it."""
+    from kcore.security.scram import _b64, salted_password
+
+    cred = credential_from_password(SHA256, "pencil", 4096, RFC_SALT)
+    salted = salted_password(SHA256, "pencil", RFC_SALT, 4096)
+    client_key = SHA256.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{RFC[0][3:].decode()},{RFC[1].decode()},{without_proof}".encode()
+    signature = SHA256.hmac(cred.stored_key, auth)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={_b64(proof)}".encode()
+
+
+def test_scram_server_takes_a_final_nonce_that_ends_with_the_server_first_one_as_kafka_does():
+    # librdkafka before 2.x (Debian's kcat) repeats its own nonce in front: Kafka accepts it.
+    combined = RFC_CLIENT_NONCE + RFC_SERVER_NONCE
+    server = _rfc_server()
+    server.evaluate(RFC[0])
+    assert server.evaluate(_signed_final(RFC_CLIENT_NONCE + combined)).startswith(b"v=")
+    assert server.complete
+
+
+@pytest.mark.parametrize(
+    "nonce",
+    [RFC_CLIENT_NONCE, RFC_CLIENT_NONCE + RFC_SERVER_NONCE[:-1], RFC_CLIENT_NONCE + "x" * 30],
+)
+def test_scram_server_refuses_a_final_nonce_that_does_not_end_with_its_own(nonce):
+    server = _rfc_server()
+    server.evaluate(RFC[0])
+    with pytest.raises(ScramError, match="nonce mismatch"):
+        server.evaluate(_signed_final(nonce))
+    assert not server.complete
