@@ -153,3 +153,44 @@ def plain_login(raw: RawSasl, user: str, password: str, version: int = 2):
     return raw.call(
         36, version, m.SaslAuthenticateRequest(auth_bytes=plain_message(user, password))
     )
+
+
+def transactional_round_trip(conf: Mapping[str, object], count: int = 20) -> None:
+    """With confluent-kafka settings ``conf`` (a secured listener's): ``count`` records produced
+    in one committed transaction, read back in order by a read_committed group member, whose
+    commit is then stored -- produce, transactions and groups through the listener."""
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer, Producer
+
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"txn-{suffix}"
+    producer = Producer({**conf, "transactional.id": f"tx-{suffix}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
+    producer.commit_transaction(30)
+    consumer = Consumer(
+        {
+            **conf,
+            "group.id": f"g-{suffix}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([topic])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append((msg.key(), msg.value()))
+        assert got == [(b"k%d" % i, b"v%d" % i) for i in range(count)]
+        consumer.commit(asynchronous=False)  # the group joined, its offsets stored
+        assignment = consumer.assignment()
+        assert assignment and consumer.committed(assignment, 30)[0].offset == count
+    finally:
+        consumer.close()

@@ -10,7 +10,13 @@ import uuid
 import pytest
 
 from kcore.protocol import messages as m
-from tests.security.sasl_cluster import RawSasl, SaslCluster, plain_login, scram_login
+from tests.security.sasl_cluster import (
+    RawSasl,
+    SaslCluster,
+    plain_login,
+    scram_login,
+    transactional_round_trip,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,39 +86,7 @@ def cluster():
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_produces_consumes_in_a_group_and_commits_a_transaction(cluster, mechanism):
-    from confluent_kafka import Consumer, Producer
-
-    topic, group = _name("cf"), _name("g")
-    conf = confluent_conf(cluster, mechanism)
-    producer = Producer({**conf, "transactional.id": _name("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(20):
-        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
-    producer.commit_transaction(30)
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        got, deadline = [], time.monotonic() + 60
-        while len(got) < 20 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-        assert got == [b"v%d" % i for i in range(20)]
-        consumer.commit(asynchronous=False)  # the group joined, its offsets stored
-        assert (
-            consumer.assignment() and consumer.committed(consumer.assignment(), 30)[0].offset == 20
-        )
-    finally:
-        consumer.close()
+    transactional_round_trip(confluent_conf(cluster, mechanism))
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

@@ -15,7 +15,12 @@ import pytest
 
 from kcore.testing import EmbeddedCluster
 from kcore.testing.embedded import free_port
-from tests.security.sasl_cluster import MECHANISMS, PLAIN_USERS, plain_jaas
+from tests.security.sasl_cluster import (
+    MECHANISMS,
+    PLAIN_USERS,
+    plain_jaas,
+    transactional_round_trip,
+)
 from tests.tools.tool import kcore
 
 pytestmark = pytest.mark.timeout(240)
@@ -102,36 +107,7 @@ def cluster(pki):
 def test_confluent_over_sasl_ssl_produces_consumes_and_commits_a_transaction(
     cluster, pki, mechanism
 ):
-    from confluent_kafka import Consumer, Producer
-
-    topic = _name("cf")
-    conf = confluent_conf(cluster, pki, mechanism, *_login(mechanism))
-    producer = Producer({**conf, "transactional.id": _name("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(30):
-        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
-    producer.commit_transaction(30)
-    consumer = Consumer(
-        {
-            **conf,
-            "group.id": _name("g"),
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.subscribe([topic])
-        got, deadline = [], time.monotonic() + 60
-        while len(got) < 30 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append((msg.key(), msg.value()))
-        assert got == [(b"k%d" % i, b"v%d" % i) for i in range(30)]
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
+    transactional_round_trip(confluent_conf(cluster, pki, mechanism, *_login(mechanism)), 30)
 
 
 def test_kafka_python_and_aiokafka_over_sasl_ssl_with_scram(cluster, pki):
