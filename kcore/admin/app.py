@@ -29,11 +29,13 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from kcore.admin.api.resources import resources
 from kcore.admin.auth import TokenFile
+from kcore.admin.cluster_view import PEER_TIMEOUT_S, PEERS_KEY
 from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
 from kcore.admin.metrics import metrics
 from kcore.admin.mirrors import mirrors
+from kcore.server.peer_clients import PeerClients
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,14 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
     app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     app.config["JSON_SORT_KEYS"] = False
     app.extensions["kcore"] = AdminState(broker, tokens)
+    # Requests to the other brokers (a mirror described for the whole cluster), as this node;
+    # closed by AdminServer when the endpoint stops.
+    app.extensions[PEERS_KEY] = PeerClients(
+        broker,
+        f"kcore-admin-{broker.node_id}",
+        connect_timeout=PEER_TIMEOUT_S,
+        request_timeout=PEER_TIMEOUT_S,
+    )
     QuartSchema(
         app,
         openapi_path=OPENAPI_PATH,

@@ -21,6 +21,7 @@ from hypercorn.trio import serve
 
 from kcore.admin.app import create_app
 from kcore.admin.auth import TokenFile
+from kcore.admin.cluster_view import PEERS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,10 @@ class AdminServer:
         self.urls: list[str] = []
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self.urls = await nursery.start(partial(serve, self.app, self.hypercorn))
-            log.info("admin endpoint on %s", ", ".join(self.urls))
-            task_status.started(self.urls)
+        try:
+            async with trio.open_nursery() as nursery:
+                self.urls = await nursery.start(partial(serve, self.app, self.hypercorn))
+                log.info("admin endpoint on %s", ", ".join(self.urls))
+                task_status.started(self.urls)
+        finally:
+            await self.app.extensions[PEERS_KEY].aclose()
