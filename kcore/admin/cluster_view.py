@@ -54,36 +54,15 @@ async def describe_cluster_wide(caller: Any, mirror: str) -> tuple[Any, Notes]:
     failed: dict[int, str] = {}
     if others:
         body = m.DescribeClusterMirrorsRequest(mirror_names=[mirror])
-        clients = caller.peers
-
-        async def ask(peer: int) -> None:
-            with trio.move_on_after(PEER_TIMEOUT_S) as scope:
-                try:
-                    answer = await (await clients.get(peer)).request("any", body)
-                except (ClientError, KafkaError, OSError) as e:
-                    failed[peer] = f"broker {peer} did not answer: {e}"
-                    return
-            if scope.cancelled_caught:
-                failed[peer] = f"broker {peer} did not answer within {PEER_TIMEOUT_S:g} s"
-                return
+        got, failed = await ask_peers(caller.peers, dict.fromkeys(others, body))
+        for peer, answer in got.items():
             refused = _refusal(answer, mirror)
             if refused:
                 failed[peer] = f"broker {peer} answered {refused}"
             else:
                 answers[peer] = answer
 
-        async with trio.open_nursery() as nursery:
-            for peer in others:
-                nursery.start_soon(ask, peer)
-
-    topics = image.topics.by_name
-
-    def leader_of(topic: str, partition: int) -> int | None:
-        registration = topics.get(topic)
-        found = None if registration is None else registration.partitions.get(partition)
-        return None if found is None or found.leader < 0 else found.leader
-
-    missing = merge_by_leader(local, answers, leader_of)
+    missing = merge_by_leader(local, answers, lambda t, p: leader_in(image, t, p))
     merge_sync_status(local, answers.values())
     notes: Notes = {}
     for key, leader in missing.items():
@@ -96,6 +75,37 @@ async def describe_cluster_wide(caller: Any, mirror: str) -> tuple[Any, Notes]:
         else:  # the leader's image does not hold it yet (just started or just moved)
             notes[key] = f"the answer of its leader, broker {leader}, does not hold it"
     return local, notes
+
+
+def leader_in(image: Any, topic: str, partition: int) -> int | None:
+    """The leader of a partition in a metadata image; None when it has none or is unknown."""
+    registration = image.topics.by_name.get(topic)
+    found = None if registration is None else registration.partitions.get(partition)
+    return None if found is None or found.leader < 0 else found.leader
+
+
+async def ask_peers(
+    clients: Any, requests: dict[int, Any], timeout_s: float = PEER_TIMEOUT_S
+) -> tuple[dict[int, Any], dict[int, str]]:
+    """Send each broker its request (``node -> request message``) in parallel, as this node,
+    each given at most ``timeout_s``: the answers, and for the brokers that gave none why
+    (``"broker 3 did not answer within 5 s"``)."""
+    answers: dict[int, Any] = {}
+    failed: dict[int, str] = {}
+
+    async def ask(peer: int, body: Any) -> None:
+        with trio.move_on_after(timeout_s) as scope:
+            try:
+                answers[peer] = await (await clients.get(peer)).request("any", body)
+            except (ClientError, KafkaError, OSError) as e:
+                failed[peer] = f"broker {peer} did not answer: {e}"
+        if scope.cancelled_caught:
+            failed[peer] = f"broker {peer} did not answer within {timeout_s:g} s"
+
+    async with trio.open_nursery() as nursery:
+        for peer, body in requests.items():
+            nursery.start_soon(ask, peer, body)
+    return answers, failed
 
 
 def _refusal(answer: Any, mirror: str) -> str | None:

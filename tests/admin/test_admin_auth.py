@@ -135,6 +135,6 @@ def test_cluster_and_group_refusals_are_the_authorizers(cluster):
         group = ops.get("/v1/groups/someone")
         assert group.status_code == 403
         assert group.json()["error"] == "GROUP_AUTHORIZATION_FAILED"
-        assert ops.get("/v1/groups").json() == {"groups": []}
+        assert ops.get("/v1/groups").json() == {"groups": [], "notes": []}
         grant(cluster, AclOperation.DESCRIBE, ResourceType.BROKER, "kafka-cluster")
         assert eventually(lambda: ops.get("/v1/cluster").json()["active_controller_id"] == 1)

@@ -77,3 +77,13 @@ def test_any_node_describes_every_partition_and_a_silent_leader_is_noted():
                 else:
                     assert p["lag"] == 0 and p["destination_log_end_offset"] == 10, p
                     assert p["note"] is None
+        # The topic's offsets and the group list: the silent broker's share is marked too.
+        for node_url in destination.admin_urls[:2]:
+            topic = httpx.get(f"{node_url}/v1/topics/spread", timeout=60).json()
+            for p in topic["partitions"]:
+                if p["partition"] in led_by_3:
+                    assert p["log_end_offset"] is None and p["offsets_error"] is not None, p
+                else:
+                    assert p["log_end_offset"] == 10 and p["offsets_error"] is None, p
+            notes = httpx.get(f"{node_url}/v1/groups", timeout=60).json()["notes"]
+            assert any("broker 3" in note for note in notes), notes
