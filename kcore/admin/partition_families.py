@@ -6,7 +6,8 @@ partition, and prometheus-client's text exposition costs several microseconds a 
 labels are checked and escaped one by one): most of a scrape. Most of those figures do not
 change between two scrapes -- an idle partition keeps its size, a mirror partition that is
 caught up keeps its offsets -- so re-formatting them is the waste. Here a family is split into
-chunks (a topic's partitions, or a mirror's topic's); a collection hands each chunk's *rows*
+chunks (up to :data:`BLOCK` partitions of a topic, or of a mirror's topic, so that a few busy
+partitions do not re-format a whole topic of idle ones); a collection hands each chunk's *rows*
 (``(partition, *more label values, value)`` tuples: cheap to build on the event loop, no
 prometheus-client ``Sample`` objects); and at render time a chunk whose rows equal the last
 render's reuses that render's text, while a changed chunk is formatted again by
@@ -27,6 +28,10 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 Row = tuple  # (partition index, *more label values, value)
+# Partitions per chunk: partitions 0-63 of a topic are one chunk, 64-127 the next, ...
+BLOCK_BITS = 6
+BLOCK = 1 << BLOCK_BITS
+Chunk = tuple[tuple[str, ...], int]  # (the chunk's label values, block number)
 
 
 class PartitionFamily:
@@ -43,7 +48,7 @@ class PartitionFamily:
     ) -> None:
         self.kind, self.name, self.documentation = kind, name, documentation
         self.labels = [*chunk_labels, "partition", *more_labels]
-        self._cache: dict[tuple[str, ...], tuple[list[Row], bytes]] = {}
+        self._cache: dict[Chunk, tuple[list[Row], bytes]] = {}
         self.header = self._format(())
         self.formatted_chunks = 0  # chunks formatted, not reused (for tests and benches)
 
@@ -51,36 +56,38 @@ class PartitionFamily:
         """An empty collection of this family, for a collector to fill."""
         return Rows(self, {})
 
-    def render(self, chunks: dict[tuple[str, ...], list[Row]]) -> bytes:
+    def render(self, chunks: dict[Chunk, list[Row]]) -> bytes:
         """The family's exposition text: its header, then each chunk's samples."""
         parts = [self.header]
-        cache: dict[tuple[str, ...], tuple[list[Row], bytes]] = {}
+        cache: dict[Chunk, tuple[list[Row], bytes]] = {}
         for key, rows in chunks.items():
             known = self._cache.get(key)
             if known is not None and known[0] == rows:
                 text = known[1]
             else:
-                text = self._format(key, rows)[len(self.header) :]
+                text = self._format(key[0], rows)[len(self.header) :]
                 self.formatted_chunks += 1
             cache[key] = (rows, text)
             parts.append(text)
         self._cache = cache
         return b"".join(parts)
 
-    def _format(self, key: tuple[str, ...], rows: list[Row] = ()) -> bytes:
+    def _format(self, labels: tuple[str, ...], rows: list[Row] = ()) -> bytes:
         family = self.kind(self.name, self.documentation, labels=self.labels)
         for row in rows:
-            family.add_metric([*key, str(row[0]), *row[1:-1]], row[-1])
+            family.add_metric([*labels, str(row[0]), *row[1:-1]], row[-1])
         return generate_latest(_Families([family]))
 
 
 class Rows(NamedTuple):
-    """What one collection read for a :class:`PartitionFamily`: chunk label values -> rows."""
+    """What one collection read for a :class:`PartitionFamily`: its rows by chunk."""
 
     family: PartitionFamily
-    chunks: dict[tuple[str, ...], list[Row]]
+    chunks: dict[Chunk, list[Row]]
 
-    def add(self, chunk: tuple[str, ...], row: Row) -> None:
+    def add(self, labels: tuple[str, ...], row: Row) -> None:
+        """``row`` of the partition ``row[0]`` of the topic ``labels`` name."""
+        chunk = (labels, row[0] >> BLOCK_BITS)
         found = self.chunks.get(chunk)
         if found is None:
             self.chunks[chunk] = [row]

@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcore.admin.partition_families import PartitionFamily, render
+from kcore.admin.partition_families import BLOCK, PartitionFamily, render
 
 TOPICS = ["orders", 'we"ird\\topic', "payments"]
 STATES = ["MIRRORING", "PAUSED", "FAILED"]
@@ -26,9 +26,9 @@ class _Whole:
 
 def _expected(kind, name, text, labels, chunks) -> bytes:
     family = kind(name, text, labels=labels)
-    for key, rows in chunks.items():
+    for (labels, _), rows in chunks.items():
         for row in rows:
-            family.add_metric([*key, str(row[0]), *row[1:-1]], row[-1])
+            family.add_metric([*labels, str(row[0]), *row[1:-1]], row[-1])
     return generate_latest(_Whole([family]))
 
 
@@ -37,9 +37,9 @@ collections = st.lists(
     st.dictionaries(
         st.sampled_from(TOPICS),
         st.dictionaries(
-            st.integers(0, 5),
+            st.integers(0, 3 * BLOCK),  # three chunks of a topic
             st.tuples(st.sampled_from(STATES), st.integers(0, 3) | st.floats(0, 2)),
-            max_size=4,
+            max_size=8,
         ),
         max_size=3,
     ),
