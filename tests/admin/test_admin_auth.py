@@ -26,16 +26,22 @@ TIMEOUT = 30
 OPS, ADMIN = "ops-token", "admin-token"
 
 
+def authorized_config(tmp_path_factory, tokens: str, super_users: str) -> dict[str, str]:
+    """A broker config with the StandardAuthorizer and an admin token file of ``tokens``."""
+    path = tmp_path_factory.mktemp("admin") / "tokens"
+    path.write_text(tokens)
+    return {
+        "authorizer.class.name": "kcore.StandardAuthorizer",
+        "super.users": super_users,
+        "admin.auth.token.file": str(path),
+    }
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tokens = tmp_path_factory.mktemp("admin") / "tokens"
-    tokens.write_text(f"User:ops {OPS}\nUser:admin {ADMIN}\n")
-    config = {
-        "authorizer.class.name": "kcore.StandardAuthorizer",
-        # Kafka clients of the test (ANONYMOUS) and the admin token may do anything.
-        "super.users": "User:admin;User:ANONYMOUS",
-        "admin.auth.token.file": str(tokens),
-    }
+    # Kafka clients of the test (ANONYMOUS) and the admin token may do anything.
+    tokens = f"User:ops {OPS}\nUser:admin {ADMIN}\n"
+    config = authorized_config(tmp_path_factory, tokens, "User:admin;User:ANONYMOUS")
     with EmbeddedCluster(admin=True, config=config) as cluster:
         yield cluster
 

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AclOperation, ResourceType
 
 from kcore.testing import EmbeddedCluster
 
-from .test_admin_auth import eventually, grant
+from .test_admin_auth import authorized_config, eventually, grant
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -23,13 +23,8 @@ VISIBLE = GROUPS[:8]  # on one coordinator all: a chance of 1 in 2,187
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tokens = tmp_path_factory.mktemp("admin") / "tokens"
-    tokens.write_text(f"User:ops {OPS}\n")
-    config = {
-        "authorizer.class.name": "kcore.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS",  # the test's Kafka clients, and the brokers
-        "admin.auth.token.file": str(tokens),
-    }
+    # ANONYMOUS: the test's Kafka clients, and the brokers asking each other.
+    config = authorized_config(tmp_path_factory, f"User:ops {OPS}\n", "User:ANONYMOUS")
     with EmbeddedCluster(brokers=3, admin=True, config=config) as cluster:
         yield cluster
 
