@@ -9,9 +9,9 @@ lag, last fetch age) are known only by the broker that leads it: its fetcher cop
 1. DescribeClusterMirrors to this node's own handler **as the caller**: the authorizer's
    answer is the caller's, and a refusal ends here -- nothing is asked of the other brokers
    for a caller who may not describe the mirror;
-2. the same request to every other registered broker, in parallel, over its inter-broker
-   listener **as this node** (:class:`kcore.server.peer_clients.PeerClients`), each given at
-   most :data:`PEER_TIMEOUT_S`;
+2. the same request to every other broker that serves (registered, not fenced), in parallel,
+   over its inter-broker listener **as this node**
+   (:class:`kcore.server.peer_clients.PeerClients`), each given at most :data:`PEER_TIMEOUT_S`;
 3. each partition's numbers taken from its leader's answer (the leader in this node's
    metadata image), and the mirror's sync status from its coordinator's.
 
@@ -49,7 +49,7 @@ async def describe_cluster_wide(caller: Any, mirror: str) -> tuple[Any, Notes]:
     local = await caller.describe_response(mirror)
     node = caller.broker
     image = node.metadata_image
-    others = [n for n in sorted(image.cluster.brokers) if n != node.node_id]
+    others = other_brokers(node)
     answers: dict[int, Any] = {node.node_id: local}
     failed: dict[int, str] = {}
     if others:
@@ -71,10 +71,17 @@ async def describe_cluster_wide(caller: Any, mirror: str) -> tuple[Any, Notes]:
         elif leader in failed:
             notes[key] = failed[leader]
         elif leader not in answers:
-            notes[key] = f"its leader, broker {leader}, is not registered"
+            notes[key] = f"its leader, broker {leader}, is fenced or not registered"
         else:  # the leader's image does not hold it yet (just started or just moved)
             notes[key] = f"the answer of its leader, broker {leader}, does not hold it"
     return local, notes
+
+
+def other_brokers(node: Any) -> list[int]:
+    """The brokers other than ``node`` that serve: registered and not fenced (a fenced broker
+    leads and coordinates nothing, and may be down: asking it would cost the timeout)."""
+    brokers = node.metadata_image.cluster.brokers
+    return [n for n in sorted(brokers) if n != node.node_id and not brokers[n].fenced]
 
 
 def leader_in(image: Any, topic: str, partition: int) -> int | None:

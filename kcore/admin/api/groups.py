@@ -28,7 +28,7 @@ from quart_schema import validate_response
 
 from kcore.admin.api import common
 from kcore.admin.api.common import Reply, errors
-from kcore.admin.cluster_view import PEERS_KEY, ask_peers
+from kcore.admin.cluster_view import PEERS_KEY, ask_peers, other_brokers
 from kcore.admin.context import broker, kafka
 from kcore.admin.kafka import AdminError, raise_for
 from kcore.client.groups import decode_assignment
@@ -95,8 +95,7 @@ async def list_groups():
     response = await kafka(m.ListGroupsRequest())
     raise_for(response.error_code)
     listed = {g.group_id: g for g in response.groups}
-    node = broker()
-    others = [n for n in sorted(node.metadata_image.cluster.brokers) if n != node.node_id]
+    others = other_brokers(broker())
     notes: list[str] = []
     if others:
         answers, failed = await ask_peers(_peers(), dict.fromkeys(others, m.ListGroupsRequest()))
