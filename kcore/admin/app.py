@@ -29,11 +29,14 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from kcore.admin.api.resources import resources
 from kcore.admin.auth import TokenFile
+from kcore.admin.client_certs import CertificateRefused, ClientCertificates
+from kcore.admin.cluster_view import PEER_TIMEOUT_S, PEERS_KEY
 from kcore.admin.dashboard import dashboard
 from kcore.admin.health import health
 from kcore.admin.kafka import AdminError
 from kcore.admin.metrics import metrics
 from kcore.admin.mirrors import mirrors
+from kcore.server.peer_clients import PeerClients
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,15 @@ class AdminRequest(TrioRequest):
         raise AdminError(400, "INVALID_JSON", f"the request body is not valid JSON: {error}")
 
 
-def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int) -> QuartTrio:
+def create_app(
+    broker: Any,
+    *,
+    tokens: TokenFile | None,
+    max_request_bytes: int,
+    certificates: ClientCertificates | None = None,
+) -> QuartTrio:
+    """The app of ``broker``'s endpoint: callers authenticated by ``tokens`` (None: no
+    token file) and, on https:// listeners with admin.ssl.client.auth, by ``certificates``."""
     app = QuartTrio("kcore.admin")
     app.request_class = AdminRequest
     # "/v1/topics//configs" (an empty name) is a 404 in JSON, not an HTML redirect elsewhere.
@@ -80,6 +91,14 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
     app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     app.config["JSON_SORT_KEYS"] = False
     app.extensions["kcore"] = AdminState(broker, tokens)
+    # Requests to the other brokers (a mirror described for the whole cluster), as this node;
+    # closed by AdminServer when the endpoint stops.
+    app.extensions[PEERS_KEY] = PeerClients(
+        broker,
+        f"kcore-admin-{broker.node_id}",
+        connect_timeout=PEER_TIMEOUT_S,
+        request_timeout=PEER_TIMEOUT_S,
+    )
     QuartSchema(
         app,
         openapi_path=OPENAPI_PATH,
@@ -96,19 +115,33 @@ def create_app(broker: Any, *, tokens: TokenFile | None, max_request_bytes: int)
 
     @app.before_request
     async def authenticate():
-        if tokens is None:
-            return None
+        # The caller: a bearer token's principal when the request carries one (a wrong token
+        # is refused, whatever certificate came with it), else its client certificate's.
         path = request.path
-        if path in PUBLIC_EXACT or path.startswith(PUBLIC_PATHS):
+        public = path in PUBLIC_EXACT or path.startswith(PUBLIC_PATHS)
+        header = request.headers.get("Authorization")
+        principal = None
+        if tokens is not None and header:
+            principal = tokens.principal(header)
+        elif certificates is not None:
+            try:
+                principal = certificates.principal()
+            except CertificateRefused as e:
+                if not public:
+                    return _error(401, "UNAUTHENTICATED", f"client certificate refused: {e}")
+        if principal is not None:
+            g.principal = principal
             return None
-        principal = tokens.principal(request.headers.get("Authorization"))
-        if principal is None:
-            body, status = _error(
-                401, "UNAUTHENTICATED", "a valid Authorization: Bearer token is needed"
-            )
-            return body, status, {"WWW-Authenticate": 'Bearer realm="kcore"'}
-        g.principal = principal
-        return None
+        if tokens is None or public:
+            return None
+        body, status = _error(
+            401,
+            "UNAUTHENTICATED",
+            "a valid Authorization: Bearer token"
+            + (" or client certificate" if certificates is not None else "")
+            + " is needed",
+        )
+        return body, status, {"WWW-Authenticate": 'Bearer realm="kcore"'}
 
     @app.after_request
     async def finish_reading_the_body(response):

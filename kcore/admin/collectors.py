@@ -24,6 +24,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from kcore.admin.partition_families import PartitionFamily, Rows
 from kcore.protocol.api import APIS
 from kcore.protocol.errors import error_info
 from kcore.server.request_metrics import LATENCY_BOUNDS_S, TopicTraffic
@@ -111,21 +112,23 @@ class PartitionCollector:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-
-    def collect(self) -> Iterator[Metric]:
-        broker = self.broker
-        node = broker.node_id
-        size = GaugeMetricFamily(
+        self._size = PartitionFamily(
+            GaugeMetricFamily,
             "kcore_log_size_bytes",
             "Bytes of a partition's log segments on this node.",
-            labels=["topic", "partition"],
+            ["topic"],
         )
+
+    def collect(self) -> Iterator[Metric | Rows]:
+        broker = self.broker
+        node = broker.node_id
+        size = self._size.rows()
         replicas = broker.replica_manager
         min_isr = replicas.min_insync_replicas
         hosted = led = under_replicated = under_min_isr = 0
         for (topic, index), partition in replicas.partitions.items():
             hosted += 1
-            size.add_metric([topic, str(index)], partition.log.size_in_bytes())
+            size.add((topic,), (index, partition.log.size_in_bytes()))
             state = partition.state
             if state.leader == node:
                 led += 1

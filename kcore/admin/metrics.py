@@ -11,6 +11,9 @@ never holds the broker's Trio loop for long:
 2. the metric families they built, plain objects that nothing else touches, are formatted in a
    worker thread (``trio.to_thread``): the formatting is most of a scrape's cost (~8 us a
    sample), and in a thread the loop keeps getting the interpreter between its time slices.
+   The per-partition families are collected as rows and formatted a topic at a time, a
+   topic's text reused while its figures are unchanged (:mod:`kcore.admin.partition_families`:
+   exact, never stale), so a scrape formats only what changed since the last one.
 
 Scrapes that arrive while one is being rendered wait for it and get the same text (one
 collection and formatting however many scrapers there are); its figures were read when that
@@ -22,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import trio
-from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry
 from quart import Blueprint, current_app
 
 from kcore.admin.collectors import (
@@ -33,6 +36,7 @@ from kcore.admin.collectors import (
 )
 from kcore.admin.context import broker
 from kcore.admin.mirror_collector import MirrorCollector
+from kcore.admin.partition_families import render
 
 metrics = Blueprint("metrics", __name__)
 
@@ -43,16 +47,6 @@ COLLECTORS = (
     CoordinatorCollector,
     MirrorCollector,
 )
-
-
-class _Collected:
-    """Metric families already collected: what ``generate_latest`` formats in the thread."""
-
-    def __init__(self, families: list[Any]) -> None:
-        self.families = families
-
-    def collect(self) -> list[Any]:
-        return self.families
 
 
 class _Render:
@@ -83,8 +77,8 @@ class MetricsRenderer:
     async def _render(self) -> bytes:
         current = self._current = _Render()
         try:
-            collected = _Collected(list(self.registry.collect()))
-            current.body = await trio.to_thread.run_sync(generate_latest, collected)
+            collected = list(self.registry.collect())
+            current.body = await trio.to_thread.run_sync(render, collected)
             return current.body
         finally:
             self._current = None

@@ -21,17 +21,19 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from kcore.admin.partition_families import PartitionFamily, Rows
 from kcore.metadata.mirrors import mirrors_image
 
-PARTITION_LABELS = ["mirror", "topic", "partition"]
+CHUNK_LABELS = ["mirror", "topic"]  # then "partition": a chunk is a mirror's topic
 CONNECTION_STATES = ("idle", "connecting", "connected", "unreachable")
 
 
 class MirrorCollector:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
+        self._families = _PartitionFamilies()
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric | Rows]:
         broker = self.broker
         mirrors = mirrors_image(broker.metadata_image).mirrors
         if not mirrors and not broker.mirror_manager.drivers:
@@ -45,37 +47,45 @@ class MirrorCollector:
         broker = self.broker
         stats_of = broker.mirror_stats.partition_stats
         fetchers = broker.mirror_fetchers
-        g = _PartitionFamilies()
+        f = self._families
+        state, lag_rows, hw, lso, leo = (
+            f.state.rows(), f.lag.rows(), f.hw.rows(), f.lso.rows(), f.leo.rows()
+        )  # fmt: skip
+        fetch_age, retries = f.fetch_age.rows(), f.retries.rows()
+        mirrored_bytes, mirrored_records = f.bytes.rows(), f.records.rows()
         lags: dict[str, int] = {}
         states_by_mirror: dict[str, dict[str, int]] = {}
         for (topic, index), driver in list(broker.mirror_manager.drivers.items()):
             mirror = driver.mirror
-            labels = [mirror, topic, str(index)]
+            chunk = (mirror, topic)
             record = driver.machine.record
-            state = record.state.name
-            g.state.add_metric([*labels, state], 1)
-            g.retries.add_metric(labels, record.retry_attempt)
+            state_name = record.state.name
+            state.add(chunk, (index, state_name, 1))
+            retries.add(chunk, (index, record.retry_attempt))
             states = states_by_mirror.setdefault(mirror, {})
-            states[state] = states.get(state, 0) + 1
+            states[state_name] = states.get(state_name, 0) + 1
             stats = stats_of(mirror, topic, index)
             if stats.destination_offset >= 0:
-                g.leo.add_metric(labels, stats.destination_offset)
+                leo.add(chunk, (index, stats.destination_offset))
             if stats.source_offset >= 0:
-                g.hw.add_metric(labels, stats.source_offset)
+                hw.add(chunk, (index, stats.source_offset))
             if stats.source_lso >= 0:
-                g.lso.add_metric(labels, stats.source_lso)
+                lso.add(chunk, (index, stats.source_lso))
             if stats.last_fetch_age_ms >= 0:
-                g.fetch_age.add_metric(labels, stats.last_fetch_age_ms / 1000)
+                fetch_age.add(chunk, (index, stats.last_fetch_age_ms / 1000))
             lag = stats.lag
             if lag >= 0:
-                g.lag.add_metric(labels, lag)
+                lag_rows.add(chunk, (index, lag))
                 lags[mirror] = lags.get(mirror, 0) + lag
             fetcher = fetchers.get(mirror)
             source = None if fetcher is None else fetcher.source_offsets((topic, index))
             if source is not None:
-                g.bytes.add_metric(labels, source.bytes_mirrored)
-                g.records.add_metric(labels, source.records_mirrored)
-        return g.all(), lags, states_by_mirror
+                mirrored_bytes.add(chunk, (index, source.bytes_mirrored))
+                mirrored_records.add(chunk, (index, source.records_mirrored))
+        collected = (
+            state, lag_rows, hw, lso, leo, fetch_age, retries, mirrored_bytes, mirrored_records
+        )  # fmt: skip
+        return collected, lags, states_by_mirror
 
     def _mirrors(self, mirrors, lags, states_by_mirror) -> Iterator[Metric]:
         broker = self.broker
@@ -123,14 +133,19 @@ class MirrorCollector:
 
 
 class _PartitionFamilies:
+    """The per-partition families, kept across scrapes (each keeps its formatted chunks)."""
+
     def __init__(self) -> None:
-        def gauge(name: str, text: str, labels=PARTITION_LABELS) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, text, labels=labels)
+        def gauge(name: str, text: str, more: tuple[str, ...] = ()) -> PartitionFamily:
+            return PartitionFamily(GaugeMetricFamily, name, text, CHUNK_LABELS, more)
+
+        def counter(name: str, text: str) -> PartitionFamily:
+            return PartitionFamily(CounterMetricFamily, name, text, CHUNK_LABELS)
 
         self.state = gauge(
             "kcore_mirror_partition_state",
             "1 for the mirror partition's state (its last durable one).",
-            [*PARTITION_LABELS, "state"],
+            ("state",),
         )
         self.lag = gauge(
             "kcore_mirror_partition_lag_records",
@@ -156,20 +171,12 @@ class _PartitionFamilies:
             "kcore_mirror_partition_retries",
             "Automatic retries of a FAILED partition since it last made progress (D-13).",
         )
-        self.bytes = CounterMetricFamily(
+        self.bytes = counter(
             "kcore_mirror_partition_bytes",
             "Bytes of record batches mirrored into the partition by this node's fetcher.",
-            labels=PARTITION_LABELS,
         )
-        self.records = CounterMetricFamily(
+        self.records = counter(
             "kcore_mirror_partition_records",
             "Records mirrored into the partition by this node's fetcher (control records "
             "included).",
-            labels=PARTITION_LABELS,
         )
-
-    def all(self) -> tuple[Metric, ...]:
-        return (
-            self.state, self.lag, self.hw, self.lso, self.leo, self.fetch_age, self.retries,
-            self.bytes, self.records,
-        )  # fmt: skip

@@ -21,11 +21,12 @@ Patterns (``include``) are Python regular expressions matched against whole topi
 resume carry no patterns on the wire: the patterns are matched here against the mirror's
 topics (as the CLI does, :func:`kcore.mirror.report.matching_topics`).
 
-Describe is this node's answer: a partition's numbers (source high watermark and LSO,
-destination log end offset, lag, fetch age) are known by the broker that leads it, -1 on the
-others; state, LME, retries and the FAILED reason are the mirror coordinator's, the same on
-every node. On a destination of several brokers, ask the leader's endpoint or use
-``kcore cluster-mirrors --describe``, which asks every broker.
+Describe answers for the whole cluster from any node: a partition's numbers (source high
+watermark and LSO, destination log end offset, lag, fetch age) are known by the broker that
+leads it, so this node asks the others and merges, as ``kcore cluster-mirrors --describe``
+does (:mod:`kcore.admin.cluster_view`); a partition whose leader did not answer keeps -1 and
+a ``note`` saying why. State, LME, retries and the FAILED reason are the mirror coordinator's,
+the same on every node.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from quart import Blueprint, current_app, request
 from quart_schema import document_response, validate_request, validate_response
 
 from kcore.admin import kafka as _kafka
+from kcore.admin.cluster_view import PEERS_KEY, Notes, describe_cluster_wide
 from kcore.admin.context import broker, kafka, principal
 from kcore.admin.kafka import AdminError, raise_for
 from kcore.admin.operations import Operation, OperationLog
@@ -171,6 +173,7 @@ class PartitionStatus(BaseModel):
     last_fetch_age_ms: int
     retry_count: int
     failed_reason: str | None
+    note: str | None = None  # why the numbers are unknown: the leader did not answer
 
 
 class TopicStatus(BaseModel):
@@ -292,11 +295,11 @@ def _one(response: Any, mirror: str) -> Any:
 @_errors(404)
 @validate_response(MirrorDescription)
 async def describe_mirror(mirror: str):
-    described = await _Caller().describe(mirror)
+    response, notes = await _Caller().describe_cluster_wide(mirror)
     listed = {x.mirror_name: x for x in await _listed()}
     if mirror not in listed:
         raise AdminError.from_kafka(ErrorCode.MIRROR_NOT_FOUND)
-    return {**_summary(listed[mirror]), **report.mirror_document(described)}
+    return {**_summary(listed[mirror]), **report.mirror_document(_one(response, mirror), notes)}
 
 
 @mirrors.delete("/v1/mirrors/<mirror>")
@@ -316,6 +319,7 @@ class _Caller:
     def __init__(self) -> None:
         self.broker, self.principal = broker(), principal()
         self.host = request.remote_addr or ""
+        self.peers = current_app.extensions[PEERS_KEY]
 
     async def kafka(self, body: Any) -> Any:
         return await _kafka.call(self.broker, self.principal, self.host, body)
@@ -328,6 +332,10 @@ class _Caller:
 
     async def describe(self, mirror: str) -> Any:
         return _one(await self.describe_response(mirror), mirror)
+
+    async def describe_cluster_wide(self, mirror: str) -> tuple[Any, Notes]:
+        """The answer merged over every broker, and its partitions' notes (cluster_view)."""
+        return await describe_cluster_wide(self, mirror)
 
 
 def _topic_results(response: Any) -> dict[str, Any]:
@@ -423,8 +431,12 @@ async def stop_topics(mirror: str, data: StopTopics):
         warning = None
         if timeout_ms:
             op.phase = "waiting for sync"
+
+            async def describe() -> Any:  # every broker's: each knows the lag it leads
+                return (await caller.describe_cluster_wide(mirror))[0]
+
             behind = await wait_for_sync(
-                lambda: caller.describe_response(mirror),
+                describe,
                 mirror,
                 await _matching(caller, mirror, data),
                 timeout_ms / 1000,

@@ -12,6 +12,7 @@ cancelled, and a graceful close of open HTTP connections is given at most
 from __future__ import annotations
 
 import logging
+import ssl
 from functools import partial
 from typing import Any
 
@@ -21,22 +22,29 @@ from hypercorn.trio import serve
 
 from kcore.admin.app import create_app
 from kcore.admin.auth import TokenFile
+from kcore.admin.client_certs import ClientCertHypercornConfig, ClientCertificates
+from kcore.admin.cluster_view import PEERS_KEY
+from kcore.security.principal_mapping import DEFAULT_RULES
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 1.0
+VERIFY_MODES = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}
 READ_TIMEOUT_S = 30  # a client that sends nothing for this long is closed
 KEEP_ALIVE_S = 5
 BACKLOG = 1024  # a burst of scrapers waits in the kernel rather than being refused
 
 
 def hypercorn_config(config: Any) -> HypercornConfig:
-    hc = HypercornConfig()
+    hc = ClientCertHypercornConfig()
     secure = [x.bind for x in config.admin_listeners if x.scheme == "https"]
     plain = [x.bind for x in config.admin_listeners if x.scheme == "http"]
     if secure:
         hc.bind, hc.insecure_bind = secure, plain
         hc.certfile, hc.keyfile = config.admin_ssl_certfile, config.admin_ssl_keyfile
+        if config.admin_ssl_client_auth != "none":
+            hc.ca_certs = config.admin_ssl_truststore_location
+            hc.verify_mode = VERIFY_MODES[config.admin_ssl_client_auth]
     else:
         hc.bind = plain
     hc.accesslog = None
@@ -55,14 +63,24 @@ class AdminServer:
     def __init__(self, broker: Any) -> None:
         config = broker.config
         tokens = TokenFile(config.admin_auth_token_file) if config.admin_auth_token_file else None
+        certificates = None
+        if config.admin_ssl_client_auth != "none":
+            rules = config.raw.get("ssl.principal.mapping.rules", DEFAULT_RULES)
+            certificates = ClientCertificates(rules)
         self.app = create_app(
-            broker, tokens=tokens, max_request_bytes=config.admin_max_request_bytes
+            broker,
+            tokens=tokens,
+            certificates=certificates,
+            max_request_bytes=config.admin_max_request_bytes,
         )
         self.hypercorn = hypercorn_config(config)
         self.urls: list[str] = []
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self.urls = await nursery.start(partial(serve, self.app, self.hypercorn))
-            log.info("admin endpoint on %s", ", ".join(self.urls))
-            task_status.started(self.urls)
+        try:
+            async with trio.open_nursery() as nursery:
+                self.urls = await nursery.start(partial(serve, self.app, self.hypercorn))
+                log.info("admin endpoint on %s", ", ".join(self.urls))
+                task_status.started(self.urls)
+        finally:
+            await self.app.extensions[PEERS_KEY].aclose()

@@ -189,16 +189,31 @@ async def describe_cluster_mirrors(
             nursery.start_soon(ask, node)
     if not answers:
         raise failures[0]
-    merged = await _merge_by_leader(client, [answers[n] for n in nodes if n in answers], answers)
-    _merge_sync_status(merged, answers.values())
-    return merged
-
-
-async def _merge_by_leader(client: KafkaClient, ordered: list[Any], answers: dict[int, Any]):
-    """The first answer, each partition's leader numbers taken from its leader's answer."""
-    merged = ordered[0]
-    topics = sorted({t.topic_name for d in merged.mirrors for t in d.topics})
+    first = answers[min(answers)]
+    topics = sorted({t.topic_name for d in first.mirrors for t in d.topics})
     metadata = await client.refresh_metadata(topics) if topics else client.metadata
+
+    def leader_of(topic: str, partition: int) -> int | None:
+        try:
+            return metadata.leader_for(topic, partition)
+        except KafkaError:  # no leader known: the numbers stay unknown
+            return None
+
+    merge_by_leader(first, answers, leader_of)
+    merge_sync_status(first, answers.values())
+    return first
+
+
+def merge_by_leader(
+    merged: Any, answers: Mapping[int, Any], leader_of: Callable[[str, int], int | None]
+) -> dict[tuple[str, str, int], int | None]:
+    """Set each partition of ``merged`` (one DescribeClusterMirrors answer) to the
+    :data:`LEADER_FIELDS` of its leader's answer (``answers``: node id -> answer;
+    ``leader_of(topic, partition)``: the leader, None when none is known). Returns the
+    partitions whose leader's numbers were not found, ``(mirror, topic, partition)`` -> the
+    leader (None: no leader): their numbers stay as they were, -1 where not led by the
+    broker that gave ``merged``. One piece of code for the CLI's merge and the admin
+    endpoint's."""
     by_leader: dict[int, dict[tuple[str, str, int], Any]] = {
         node: {
             (d.mirror_name, t.topic_name, p.partition_index): p
@@ -208,20 +223,19 @@ async def _merge_by_leader(client: KafkaClient, ordered: list[Any], answers: dic
         }
         for node, answer in answers.items()
     }
+    missing: dict[tuple[str, str, int], int | None] = {}
     for described in merged.mirrors:
         for t in described.topics:
             for p in t.partitions:
-                try:
-                    leader = metadata.leader_for(t.topic_name, p.partition_index)
-                except KafkaError:  # no leader known: the numbers stay unknown
-                    continue
-                found = by_leader.get(leader, {}).get(
-                    (described.mirror_name, t.topic_name, p.partition_index)
-                )
-                if found is not None:
+                key = (described.mirror_name, t.topic_name, p.partition_index)
+                leader = leader_of(t.topic_name, p.partition_index)
+                found = None if leader is None else by_leader.get(leader, {}).get(key)
+                if found is None:
+                    missing[key] = leader
+                elif found is not p:
                     for name in LEADER_FIELDS:
                         setattr(p, name, getattr(found, name))
-    return merged
+    return missing
 
 
 #: The metadata sync status of a mirror (issue #15): only its coordinator broker knows it.
@@ -235,7 +249,7 @@ SYNC_FIELDS = (
 )
 
 
-def _merge_sync_status(merged: Any, answers: Iterable[Any]) -> None:
+def merge_sync_status(merged: Any, answers: Iterable[Any]) -> None:
     """Each mirror's sync status from the broker that ran its rounds (the latest round, or
     any errors or changes: its coordinator), not from the first broker that answered."""
     best: dict[str, Any] = {}

@@ -11,7 +11,7 @@ its first fetch). Pure: it reads response messages and returns plain data.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # States in which a partition copies from the source: the ones whose lag a planned failover
@@ -19,10 +19,11 @@ from typing import Any
 COPYING_STATES = frozenset({"LOG_TRUNCATION", "MIRRORING", "EPOCH_FENCING"})
 
 
-def partition_document(p: Any) -> dict[str, Any]:
+def partition_document(p: Any, note: str | None = None) -> dict[str, Any]:
     """One ``PartitionDetail``: its state, the source's high watermark and last stable offset,
     the destination's log end offset, lag, last mirror epoch, age of the last fetch answer,
-    recovery attempts, and why it FAILED (None otherwise)."""
+    recovery attempts, why it FAILED (None otherwise), and ``note``: why its numbers are not
+    known where the one who merged the brokers' answers knows (its leader did not answer)."""
     return {
         "partition": p.partition_index,
         "state": p.state,
@@ -34,6 +35,7 @@ def partition_document(p: Any) -> dict[str, Any]:
         "last_fetch_age_ms": p.last_fetch_age_ms,
         "retry_count": p.retry_count,
         "failed_reason": p.failed_reason,
+        "note": note,
     }
 
 
@@ -51,15 +53,21 @@ def sync_document(x: Any) -> dict[str, Any]:
     }
 
 
-def mirror_document(x: Any) -> dict[str, Any]:
-    """One ``DescribedMirror`` without an error: topics and partitions sorted, and its sync."""
+def mirror_document(
+    x: Any, notes: Mapping[tuple[str, str, int], str] | None = None
+) -> dict[str, Any]:
+    """One ``DescribedMirror`` without an error: topics and partitions sorted, and its sync;
+    ``notes``: ``(mirror, topic, partition)`` -> the partition's note."""
+    notes = notes or {}
     return {
         "mirror": x.mirror_name,
         "topics": [
             {
                 "topic": t.topic_name,
                 "partitions": [
-                    partition_document(p)
+                    partition_document(
+                        p, notes.get((x.mirror_name, t.topic_name, p.partition_index))
+                    )
                     for p in sorted(t.partitions, key=lambda p: p.partition_index)
                 ],
             }

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["NoMatchingRule", "SslPrincipalMapper", "rfc2253_name"]
+__all__ = ["NoMatchingRule", "SslPrincipalMapper", "certificate_principal", "rfc2253_name"]
 
 DEFAULT_RULES = "DEFAULT"
 
@@ -227,3 +227,11 @@ def rfc2253_name(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
                 parts.append(f"{attribute}={_der_hex(_UTF8, value)}")
         rdns.append("+".join(parts))
     return ",".join(rdns)
+
+
+def certificate_principal(mapper: SslPrincipalMapper, cert: dict | None) -> str | None:
+    """Kafka's principal of a verified peer certificate (``getpeercert()``):
+    ``User:<mapped RFC 2253 subject>``; None without one. Raises :class:`NoMatchingRule`."""
+    if not cert or not cert.get("subject"):
+        return None
+    return "User:" + mapper.name(rfc2253_name(cert["subject"]))

@@ -33,7 +33,7 @@ from typing import Any
 import trio
 
 from kcore.log.config import InvalidConfigError
-from kcore.security.principal_mapping import NoMatchingRule, rfc2253_name
+from kcore.security.principal_mapping import NoMatchingRule, certificate_principal
 from kcore.security.tls_config import (
     TLS_PROTOCOLS,
     TlsSettings,
@@ -125,12 +125,10 @@ class TlsListener:
                 raise HandshakeFailed(f"SSL handshake failed: {e}") from None
         if scope.cancelled_caught:
             raise HandshakeFailed(f"SSL handshake not done in {self.timeout_s:g} s")
-        cert = tls.getpeercert()
-        if cert and cert.get("subject"):
-            try:
-                channel.principal = "User:" + mapper.name(rfc2253_name(cert["subject"]))
-            except NoMatchingRule as e:
-                raise HandshakeFailed(str(e)) from None
+        try:
+            channel.principal = certificate_principal(mapper, tls.getpeercert()) or ANONYMOUS
+        except NoMatchingRule as e:
+            raise HandshakeFailed(str(e)) from None
         return channel
 
 

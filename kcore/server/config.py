@@ -236,6 +236,12 @@ _KEYS = [
        kcore_only=True),
     _k("admin.ssl.keyfile", _S, None, None, "PEM private key of https:// admin listeners.",
        kcore_only=True),
+    _k("admin.ssl.client.auth", _S, "none", OneOf(("required", "requested", "none")),
+       "Client certificates on https:// admin listeners (Kafka's ssl.client.auth): the "
+       "subject, mapped by ssl.principal.mapping.rules, is the caller's principal.",
+       kcore_only=True),
+    _k("admin.ssl.truststore.location", _S, None, None,
+       "PEM CA certificates that admin client certificates must chain to.", kcore_only=True),
     _k("admin.max.request.bytes", _I, 1048576, _R1, "Largest admin request body accepted.",
        kcore_only=True),
     # -- authorization (Kafka's StandardAuthorizer: kcore/metadata/authorizer.py)
@@ -804,7 +810,7 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         v["listener_security_protocol_map"],
         v["inter_broker_listener_name"] if BROKER in roles else None,
     )
-    validate_admin(v)
+    validate_admin(v, raw)
     v["sasl_listeners"] = sasl_listener_configs(v, raw)  # SaslListenerConfig by listener name
 
 

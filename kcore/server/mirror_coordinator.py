@@ -31,12 +31,14 @@ it; it is also the broker's :class:`~kcore.mirror.admission.MirrorStateReader`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import trio
 
 from kcore.client.cluster import KafkaClient
+from kcore.client.errors import ClientError
 from kcore.client.mirror_states import read_mirror_states, write_mirror_states
 from kcore.mirror import records as rec
 from kcore.mirror.coordinator import (
@@ -213,7 +215,8 @@ class MirrorStateAccess:
         if rec.MIRROR_STATE not in self.service.broker.metadata_image.topics.by_name:
             # No mirror has any state yet; a read does not create the topic (a write does).
             return {(t, p): PartitionMirrorState() for t, ps in (topics or {}).items() for p in ps}
-        response = await read_mirror_states(await self._remote(), mirror, topics)
+        async with _reaching_the_coordinator():
+            response = await read_mirror_states(await self._remote(), mirror, topics)
         if response.error_code:
             raise KafkaError(response.error_code, response.error_message)
         return {
@@ -236,7 +239,8 @@ class MirrorStateAccess:
         if self.service.is_coordinator(mirror):
             await self.service.write_states(mirror, updates, stopped)
             return
-        response = await write_mirror_states(await self._remote(), mirror, updates, stopped)
+        async with _reaching_the_coordinator():
+            response = await write_mirror_states(await self._remote(), mirror, updates, stopped)
         if response.error_code:
             raise KafkaError(response.error_code, response.error_message)
 
@@ -251,6 +255,18 @@ class MirrorStateAccess:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+@contextlib.asynccontextmanager
+async def _reaching_the_coordinator():
+    """A coordinator that cannot be reached is COORDINATOR_NOT_AVAILABLE (retriable), as the
+    reader's callers expect a KafkaError, not the client's network error."""
+    try:
+        yield
+    except ClientError as e:
+        raise KafkaError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the mirror coordinator cannot be reached: {e}"
+        ) from None
 
 
 def inter_broker_client(broker, client_id: str, **options) -> KafkaClient:

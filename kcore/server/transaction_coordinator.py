@@ -65,6 +65,7 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import build_end_txn_marker_batch
 from kcore.server.coordinator_shell import CoordinatorShell
 from kcore.server.internal_topics import CONSUMER_OFFSETS, GROUP
+from kcore.server.peer_clients import PeerClients
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +285,11 @@ class TransactionCoordinatorService(CoordinatorShell):
             next_producer_id=self.producer_ids.next_producer_id,
             group_partition=lambda group: broker.internal_topics.partition_for(GROUP, group),
         )
-        self._clients: dict[int, tuple[tuple[str, int], KafkaClient]] = {}
+        self._peers = PeerClients(
+            broker,
+            f"kcore-txn-coordinator-{broker.node_id}",
+            request_timeout=MARKER_REQUEST_TIMEOUT_S,
+        )
         self._nursery: trio.Nursery | None = None
 
     # -- what the handlers use ----------------------------------------------------------------
@@ -448,10 +453,7 @@ class TransactionCoordinatorService(CoordinatorShell):
                 await self._run_timer()
         finally:
             self._nursery = None
-            with trio.CancelScope(shield=True):
-                for _, client in self._clients.values():
-                    await client.aclose()
-                self._clients.clear()
+            await self._peers.aclose()
 
     def _after_tick(self, now: int) -> bool:
         self._send_due_markers(now)
@@ -550,28 +552,9 @@ class TransactionCoordinatorService(CoordinatorShell):
         return response.markers
 
     async def _client(self, node: int) -> KafkaClient:
-        """A client for broker ``node`` on its inter-broker listener (one bootstrap address
-        and no metadata: its ``"any"`` target is that broker)."""
-        registration = self.broker.metadata_image.cluster.brokers.get(node)
-        listener = self.broker.config.inter_broker_listener_name
-        endpoint = None if registration is None else registration.listener(listener)
-        if endpoint is None:
-            raise KafkaError(
-                ErrorCode.BROKER_NOT_AVAILABLE, f"node {node} has no {listener} endpoint"
-            )
-        address = (endpoint.host, endpoint.port)
-        known = self._clients.get(node)
-        if known is not None and known[0] == address:
-            return known[1]
-        if known is not None:
-            await known[1].aclose()
-        client = KafkaClient(
-            [f"{endpoint.host}:{endpoint.port}"],
-            client_id=f"kcore-txn-coordinator-{self.broker.node_id}",
-            request_timeout=MARKER_REQUEST_TIMEOUT_S,
-        )
-        self._clients[node] = (address, client)
-        return client
+        """A client for broker ``node`` on its inter-broker listener (its ``"any"`` target is
+        that broker)."""
+        return await self._peers.get(node)
 
 
 # Verification answers a TxnOffsetCommit client can act on: the transaction coordinator's own

@@ -26,16 +26,22 @@ TIMEOUT = 30
 OPS, ADMIN = "ops-token", "admin-token"
 
 
+def authorized_config(tmp_path_factory, tokens: str, super_users: str) -> dict[str, str]:
+    """A broker config with the StandardAuthorizer and an admin token file of ``tokens``."""
+    path = tmp_path_factory.mktemp("admin") / "tokens"
+    path.write_text(tokens)
+    return {
+        "authorizer.class.name": "kcore.StandardAuthorizer",
+        "super.users": super_users,
+        "admin.auth.token.file": str(path),
+    }
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    tokens = tmp_path_factory.mktemp("admin") / "tokens"
-    tokens.write_text(f"User:ops {OPS}\nUser:admin {ADMIN}\n")
-    config = {
-        "authorizer.class.name": "kcore.StandardAuthorizer",
-        # Kafka clients of the test (ANONYMOUS) and the admin token may do anything.
-        "super.users": "User:admin;User:ANONYMOUS",
-        "admin.auth.token.file": str(tokens),
-    }
+    # Kafka clients of the test (ANONYMOUS) and the admin token may do anything.
+    tokens = f"User:ops {OPS}\nUser:admin {ADMIN}\n"
+    config = authorized_config(tmp_path_factory, tokens, "User:admin;User:ANONYMOUS")
     with EmbeddedCluster(admin=True, config=config) as cluster:
         yield cluster
 
@@ -135,6 +141,6 @@ def test_cluster_and_group_refusals_are_the_authorizers(cluster):
         group = ops.get("/v1/groups/someone")
         assert group.status_code == 403
         assert group.json()["error"] == "GROUP_AUTHORIZATION_FAILED"
-        assert ops.get("/v1/groups").json() == {"groups": []}
+        assert ops.get("/v1/groups").json() == {"groups": [], "notes": []}
         grant(cluster, AclOperation.DESCRIBE, ResourceType.BROKER, "kafka-cluster")
         assert eventually(lambda: ops.get("/v1/cluster").json()["active_controller_id"] == 1)

@@ -5,6 +5,7 @@ refused at startup with the key named."""
 from __future__ import annotations
 
 import pytest
+import trustme
 
 from kcore.admin.config import AdminListener
 from kcore.log.config import InvalidConfigError
@@ -81,3 +82,55 @@ def test_https_admin_listener_needs_its_certificate_and_key():
 def test_admin_tls_keys_without_an_https_listener_are_refused():
     with pytest.raises(InvalidConfigError, match="no https:// listener"):
         BrokerConfig({"admin.listeners": "http://127.0.0.1:9644", "admin.ssl.certfile": "c.pem"})
+
+
+def _mtls(tmp_path, **extra: str) -> dict[str, str]:
+    ca = tmp_path / "ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(ca))
+    return {
+        "admin.listeners": "https://0.0.0.0:9644",
+        "admin.ssl.certfile": "cert.pem",
+        "admin.ssl.keyfile": "key.pem",
+        "admin.ssl.client.auth": "required",
+        "admin.ssl.truststore.location": str(ca),
+        **extra,
+    }
+
+
+def test_required_client_certificates_authenticate_an_exposed_https_listener(tmp_path):
+    config = BrokerConfig(_mtls(tmp_path))
+    assert config.admin_ssl_client_auth == "required"
+    # requested lets a client in without a certificate: the loopback rule holds again.
+    with pytest.raises(InvalidConfigError, match="not a loopback address") as err:
+        BrokerConfig(_mtls(tmp_path, **{"admin.ssl.client.auth": "requested"}))
+    assert err.value.key == "admin.listeners"
+    # and so does an http:// listener beside it.
+    with pytest.raises(InvalidConfigError, match="http://0.0.0.0:9645"):
+        BrokerConfig(
+            _mtls(tmp_path, **{"admin.listeners": "https://0.0.0.0:9644,http://0.0.0.0:9645"})
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "message"),
+    [
+        ({"admin.ssl.client.auth": "none"}, "admin.ssl.truststore.location", "client.auth is none"),
+        ({"admin.ssl.truststore.location": ""}, "admin.ssl.truststore.location", "needs"),
+        ({"admin.ssl.truststore.location": "/nonexistent.pem"}, "admin.ssl.truststore.location",
+         "cannot load"),
+        ({"admin.listeners": "http://127.0.0.1:9644", "admin.ssl.certfile": "",
+          "admin.ssl.keyfile": ""}, "admin.ssl.client.auth", "no https:// listener"),
+        ({"admin.ssl.client.auth": "sometimes"}, "admin.ssl.client.auth", "sometimes"),
+        ({"ssl.principal.mapping.rules": "RULE:^CN=(.*$/$1/"}, "ssl.principal.mapping.rules",
+         ""),
+    ],
+)  # fmt: skip
+def test_client_certificate_settings_kcore_cannot_honour_are_refused(
+    tmp_path, change, key, message
+):
+    loopback = {"admin.listeners": "https://127.0.0.1:9644"}
+    values = {k: v for k, v in {**_mtls(tmp_path), **loopback, **change}.items() if v != ""}
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig(values)
+    assert err.value.key == key
+    assert message in err.value.message

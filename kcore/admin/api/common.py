@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from quart import current_app
 from quart_schema import document_response
 
-from kcore.admin.context import kafka
+from kcore.admin.cluster_view import PEERS_KEY, ask_peers, leader_in
+from kcore.admin.context import broker, kafka
 from kcore.admin.kafka import AdminError, raise_for
 from kcore.metadata.mirrors import MIRROR_NAME_CONFIG, parse_mirror_name
 from kcore.protocol import messages as m
@@ -103,22 +105,21 @@ async def mirror_names(topics: Iterable[str]) -> dict[str, tuple[str | None, str
     return out
 
 
-async def list_offsets(
-    partitions: Iterable[tuple[str, int]],
-    timestamp: int,
-    *,
-    isolation_level: int = READ_UNCOMMITTED,
-    replica_id: int = -1,
-) -> dict[tuple[str, int], tuple[int | None, str | None]]:
-    """(topic, partition) -> (offset, None) or (None, Kafka error name): one ListOffsets, as
-    this node answers it -- a partition another broker leads is NOT_LEADER_OR_FOLLOWER."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    if not by_topic:
-        return {}
+# A node that is not the partition's leader answers ListOffsets with these: the admin endpoint
+# then asks the leader the metadata names.
+_LED_ELSEWHERE = frozenset(
+    error_info(code)[0]
+    for code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+)
+# What a partition's offsets_error says when its leader did not answer in time (or at all).
+LEADER_SILENT = "NETWORK_EXCEPTION"
+
+
+def _list_offsets_request(
+    by_topic: dict[str, list[int]], timestamp: int, isolation_level: int, replica_id: int
+) -> m.ListOffsetsRequest:
     LO = m.ListOffsetsRequest
-    request = LO(
+    return LO(
         replica_id=replica_id,
         isolation_level=isolation_level,
         topics=[
@@ -131,12 +132,66 @@ async def list_offsets(
             for topic, ps in by_topic.items()
         ],
     )
-    response = await kafka(request)
-    out: dict[tuple[str, int], tuple[int | None, str | None]] = {}
-    for t in response.topics:
-        for p in t.partitions:
-            key = (t.name, p.partition_index)
-            out[key] = (None, error_name(p.error_code)) if p.error_code else (p.offset, None)
+
+
+def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return by_topic
+
+
+def _offsets(
+    response: m.ListOffsetsResponse,
+) -> dict[tuple[str, int], tuple[int | None, str | None]]:
+    return {
+        (t.name, p.partition_index): (
+            (None, error_name(p.error_code)) if p.error_code else (p.offset, None)
+        )
+        for t in response.topics
+        for p in t.partitions
+    }
+
+
+async def list_offsets(
+    partitions: Iterable[tuple[str, int]],
+    timestamp: int,
+    *,
+    isolation_level: int = READ_UNCOMMITTED,
+    replica_id: int = -1,
+) -> dict[tuple[str, int], tuple[int | None, str | None]]:
+    """(topic, partition) -> (offset, None) or (None, Kafka error name): ListOffsets as the
+    caller to this node, then, for the partitions another broker leads (this node answered
+    NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, so the caller may describe them),
+    the same request to each leader over its inter-broker listener as this node, in
+    parallel (:func:`kcore.admin.cluster_view.ask_peers`). A leader that does not answer
+    leaves its partitions at ``(None, "NETWORK_EXCEPTION")``."""
+    by_topic = _by_topic(partitions)
+    if not by_topic:
+        return {}
+    out = _offsets(
+        await kafka(_list_offsets_request(by_topic, timestamp, isolation_level, replica_id))
+    )
+    node = broker()
+    image = node.metadata_image
+    elsewhere: dict[int, list[tuple[str, int]]] = {}
+    for key, (_, error) in out.items():
+        if error not in _LED_ELSEWHERE:
+            continue
+        leader = leader_in(image, *key)
+        if leader is not None and leader != node.node_id:
+            elsewhere.setdefault(leader, []).append(key)
+    if not elsewhere:
+        return out
+    requests = {
+        leader: _list_offsets_request(_by_topic(keys), timestamp, isolation_level, replica_id)
+        for leader, keys in elsewhere.items()
+    }
+    answers, _ = await ask_peers(current_app.extensions[PEERS_KEY], requests)
+    for leader, keys in elsewhere.items():
+        answered = _offsets(answers[leader]) if leader in answers else {}
+        for key in keys:
+            out[key] = answered.get(key, (None, LEADER_SILENT))
     return out
 
 

@@ -1,22 +1,34 @@
 """``GET /v1/groups`` and ``GET /v1/groups/{group}``: ListGroups; FindCoordinator,
 DescribeGroups, OffsetFetch and ListOffsets.
 
-A group lives on its coordinator. ListGroups is what this node coordinates (as Kafka's
-ListGroups is per broker: the admin clients ask every broker), so in a cluster of several
-brokers each node's endpoint lists its own share. ``/v1/groups/{group}`` on a node that is not
-the group's coordinator answers 421 NOT_COORDINATOR naming the coordinator, whose admin
-endpoint has it. The lag of a partition is its log end offset (ListOffsets LATEST as a consumer,
-the high watermark: what kafka-consumer-groups.sh shows as LOG-END-OFFSET) minus the committed
-offset; null when the partition is led by another broker (``error`` says so).
+A group lives on its coordinator, and any node's endpoint answers for the whole cluster, as
+Kafka's admin clients do (they ask every broker's ListGroups, and a group's coordinator):
+
+* ``/v1/groups``: ListGroups as the caller here, and ListGroups to every other broker over its
+  inter-broker listener as this node (:func:`kcore.admin.cluster_view.ask_peers`); the groups
+  the others list are kept only where this node's DescribeGroups *as the caller* does not
+  answer GROUP_AUTHORIZATION_FAILED (a non-coordinator answers NOT_COORDINATOR to a caller it
+  authorizes), so a caller sees the groups it would see asking each broker itself. A broker
+  that does not answer is named in ``unreachable_brokers``.
+* ``/v1/groups/{group}``: FindCoordinator and DescribeGroups as the caller here (the
+  authorizer's answer); on another coordinator's group, DescribeGroups and OffsetFetch are
+  then sent to the coordinator as this node, and the committed offsets of topics the caller
+  may not describe (this node's Metadata as the caller says so) are left out, as Kafka's
+  OffsetFetch leaves them out. A coordinator that does not answer is a 503.
+
+The lag of a partition is its log end offset (ListOffsets LATEST as a consumer, the high
+watermark: what kafka-consumer-groups.sh shows as LOG-END-OFFSET, asked of the partition's
+leader) minus the committed offset.
 """
 
 from __future__ import annotations
 
-from quart import Blueprint
+from quart import Blueprint, current_app
 from quart_schema import validate_response
 
 from kcore.admin.api import common
 from kcore.admin.api.common import Reply, errors
+from kcore.admin.cluster_view import PEERS_KEY, ask_peers, other_brokers
 from kcore.admin.context import broker, kafka
 from kcore.admin.kafka import AdminError, raise_for
 from kcore.client.groups import decode_assignment
@@ -42,6 +54,7 @@ class GroupSummary(Reply):
 
 class GroupList(Reply):
     groups: list[GroupSummary]
+    notes: list[str] = []  # the brokers that did not answer: their groups are missing
 
 
 class Member(Reply):
@@ -78,9 +91,26 @@ class GroupDescription(Reply):
 @validate_response(GroupList)
 @errors(401, 503)
 async def list_groups():
-    """ListGroups: the groups this node coordinates."""
+    """ListGroups of every broker (this node's as the caller; see the module docstring)."""
     response = await kafka(m.ListGroupsRequest())
     raise_for(response.error_code)
+    listed = {g.group_id: g for g in response.groups}
+    others = other_brokers(broker())
+    notes: list[str] = []
+    if others:
+        answers, failed = await ask_peers(_peers(), dict.fromkeys(others, m.ListGroupsRequest()))
+        notes = [failed[n] for n in sorted(failed)]
+        remote = {}
+        for peer, answer in sorted(answers.items()):
+            if answer.error_code:
+                notes.append(f"broker {peer} answered {common.error_name(answer.error_code)}")
+                continue
+            for g in answer.groups:
+                if g.group_id not in listed:
+                    remote.setdefault(g.group_id, g)
+        if remote:
+            allowed = await _describable(list(remote))
+            listed.update((k, g) for k, g in remote.items() if k in allowed)
     return GroupList(
         groups=[
             GroupSummary(
@@ -89,25 +119,55 @@ async def list_groups():
                 state=g.group_state,
                 protocol_type=g.protocol_type,
             )
-            for g in sorted(response.groups, key=lambda g: g.group_id)
-        ]
+            for _, g in sorted(listed.items())
+        ],
+        notes=notes,
     )
 
 
+def _peers():
+    return current_app.extensions[PEERS_KEY]
+
+
+async def _describable(group_ids: list[str]) -> set[str]:
+    """The groups the caller may DESCRIBE: this node's DescribeGroups as the caller refuses
+    the others with GROUP_AUTHORIZATION_FAILED (and answers NOT_COORDINATOR for the rest)."""
+    response = await kafka(m.DescribeGroupsRequest(groups=group_ids))
+    denied = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return {g.group_id for g in response.groups if g.error_code != denied}
+
+
 async def _coordinator(group: str) -> int:
-    """The group's coordinator; 421 when it is another node."""
+    """The group's coordinator (FindCoordinator as the caller)."""
     found = await kafka(m.FindCoordinatorRequest(key_type=GROUP_KEY, coordinator_keys=[group]))
     c = found.coordinators[0]
     raise_for(c.error_code, c.error_message)
-    if c.node_id != broker().node_id:
-        raise AdminError(
-            421,
-            "NOT_COORDINATOR",
-            f"group {group!r} is coordinated by broker {c.node_id} ({c.host}:{c.port}): "
-            "ask that broker's admin endpoint",
-            int(ErrorCode.NOT_COORDINATOR),
-        )
     return c.node_id
+
+
+async def _at(coordinator: int, body):
+    """``body``'s answer from the group's coordinator, another broker, asked as this node."""
+    answers, failed = await ask_peers(_peers(), {coordinator: body})
+    if coordinator not in answers:
+        raise AdminError(
+            503,
+            "COORDINATOR_NOT_AVAILABLE",
+            f"the group's coordinator: {failed[coordinator]}",
+            int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        )
+    return answers[coordinator]
+
+
+async def _visible(committed: list) -> list:
+    """The committed offsets of the topics the caller may describe (Metadata as the caller),
+    as Kafka's OffsetFetch of a whole group shows them; a deleted topic's stay."""
+    names = sorted({topic for topic, _ in committed})
+    if not names:
+        return committed
+    metadata = await common.topic_metadata(names)
+    denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    hidden = {t.name for t in metadata.topics if t.error_code == denied}
+    return [(topic, p) for topic, p in committed if topic not in hidden]
 
 
 def _assignment(protocol_type: str, data) -> dict[str, list[int]] | None:
@@ -119,9 +179,11 @@ def _assignment(protocol_type: str, data) -> dict[str, list[int]] | None:
         return None
 
 
-async def _committed(group: str) -> list:
+async def _committed(group: str, coordinator: int | None = None) -> list:
+    """The group's committed offsets: OffsetFetch here as the caller, or at ``coordinator``."""
     F = m.OffsetFetchRequest
-    response = await kafka(F(groups=[F.OffsetFetchRequestGroup(group_id=group, topics=None)]))
+    body = F(groups=[F.OffsetFetchRequestGroup(group_id=group, topics=None)])
+    response = await (kafka(body) if coordinator is None else _at(coordinator, body))
     result = response.groups[0]
     raise_for(result.error_code)
     return [(t.name, p) for t in result.topics for p in t.partitions]
@@ -129,13 +191,20 @@ async def _committed(group: str) -> list:
 
 @groups.get("/v1/groups/<path:group>")  # a group id may hold a "/"
 @validate_response(GroupDescription)
-@errors(401, 403, 404, 421, 503)
+@errors(401, 403, 404, 503)
 async def describe_group(group: str):
     """A group: its members and assignments, committed offsets, log end offsets and lag."""
     coordinator = await _coordinator(group)
-    described = (await kafka(m.DescribeGroupsRequest(groups=[group]))).groups[0]
-    raise_for(described.error_code, described.error_message)
-    committed = await _committed(group)
+    body = m.DescribeGroupsRequest(groups=[group])
+    described = (await kafka(body)).groups[0]  # as the caller: the authorizer's answer
+    # NOT_COORDINATOR: the caller may describe it, and another broker holds it.
+    if described.error_code == ErrorCode.NOT_COORDINATOR and coordinator != broker().node_id:
+        described = (await _at(coordinator, body)).groups[0]
+        raise_for(described.error_code, described.error_message)
+        committed = await _visible(await _committed(group, coordinator))
+    else:
+        raise_for(described.error_code, described.error_message)
+        committed = await _committed(group)
     if described.group_state == DEAD and not committed:
         raise AdminError.from_kafka(ErrorCode.GROUP_ID_NOT_FOUND, f"no group {group!r}")
     members = [

@@ -2,14 +2,15 @@
 ListOffsets for each partition's offsets and DescribeConfigs for ``mirror.name``.
 
 Listing shows only what Metadata shows the caller (topics it may DESCRIBE). A partition's
-offsets are this node's ListOffsets answers: in a cluster of several brokers a partition led by
-another broker has ``null`` offsets and ``offsets_error`` says why, as Kafka's ListOffsets does
-(NOT_LEADER_OR_FOLLOWER on a follower, UNKNOWN_TOPIC_OR_PARTITION on a broker with no replica;
-ask the leader's admin endpoint); the leader, replicas and ISR come from the metadata and are always
-there. ``log_end_offset`` is ListOffsets LATEST as a non-consumer (Kafka's debugging replica
-id), ``high_watermark`` and ``last_stable_offset`` as a consumer reading uncommitted and
-committed. A bad topic name in the path is the Kafka API's to judge (404, or 400
-INVALID_TOPIC_EXCEPTION on create), not the router's.
+offsets are ListOffsets answers of its leader (:func:`kcore.admin.api.common.list_offsets`:
+this node's as the caller, the other leaders' asked as this node), so any node's endpoint
+shows every partition's; ``offsets_error`` says why they are ``null`` (NETWORK_EXCEPTION: the
+leader did not answer; a partition without a leader keeps this node's error). The leader,
+replicas and ISR come from the metadata and are always there. ``log_end_offset`` is ListOffsets
+LATEST as a non-consumer (Kafka's debugging replica id), ``high_watermark`` and
+``last_stable_offset`` as a consumer reading uncommitted and committed. A bad topic name in the
+path is the Kafka API's to judge (404, or 400 INVALID_TOPIC_EXCEPTION on create), not the
+router's.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class PartitionInfo(Reply):
     log_end_offset: int | None
     high_watermark: int | None
     last_stable_offset: int | None
-    offsets_error: str | None  # why the offsets are null (NOT_LEADER_OR_FOLLOWER: led elsewhere)
+    offsets_error: str | None  # why the offsets are null (NETWORK_EXCEPTION: leader silent)
 
 
 class TopicDescription(Reply):
@@ -162,7 +163,7 @@ async def create_topic(data: NewTopic):
 @validate_response(TopicDescription)
 @errors(401, 403, 404, 503)
 async def describe_topic(topic: str):
-    """A topic's partitions: leader, replicas, ISR, epoch, and offsets where this node leads."""
+    """A topic's partitions: leader, replicas, ISR, epoch, and offsets (from their leaders)."""
     t = await common.one_topic(topic)
     keys = [(topic, p.partition_index) for p in t.partitions]
     start = await common.list_offsets(keys, common.EARLIEST)

@@ -299,6 +299,8 @@ function renderMirror(summary, described) {
   const lag = points[points.length - 1].lag;
   const sync = described.metadata_sync;
   const failed = partitions.filter((p) => p.state === "FAILED");
+  // Partitions whose leader did not answer the node this page asks: their numbers are unknown.
+  const unknown = [...new Set(partitions.filter((p) => p.note).map((p) => p.note))];
 
   const buttons = Object.entries(ACTIONS).map(([action, spec]) =>
     el("button", {
@@ -317,7 +319,7 @@ function renderMirror(summary, described) {
       el("td", { class: "num mid" }, number(p.source_high_watermark)),
       el("td", { class: "num wide" }, number(p.source_last_stable_offset)),
       el("td", { class: "num mid leo" }, number(p.destination_log_end_offset)),
-      el("td", { class: "num" }, number(p.lag)),
+      el("td", { class: "num", title: p.note || null }, number(p.lag)),
       el("td", { class: "wide" }, known(p.last_fetch_age_ms) ? age(p.last_fetch_age_ms) : "–")));
 
   return el("article", { class: "mirror", "data-mirror": name },
@@ -339,6 +341,8 @@ function renderMirror(summary, described) {
     failed.length ? el("div", { class: "alert failed" }, el("strong", {}, `${failed.length} FAILED partition(s)`),
       el("ul", {}, failed.map((p) => el("li", {}, `${p.topic}-${p.partition}: ${p.failed_reason || "no reason recorded"}`))))
       : null,
+    unknown.length ? el("div", { class: "alert unknown" }, el("strong", {}, "Numbers unknown"),
+      el("ul", {}, unknown.map((n) => el("li", {}, n)))) : null,
     sync.errors.length ? el("div", { class: "alert sync" }, el("strong", {}, "Metadata sync"),
       el("ul", {}, sync.errors.map((e) => el("li", {}, e)))) : null,
     partitions.length ? el("div", { class: "table-wrap" },
