@@ -30,7 +30,9 @@ What each state does once it is in effect:
   *resume* (a restart or new leader found MIRRORING or EPOCH_FENCING, D-14) the log already
   is a prefix of the source's, so nothing is cut: truncation-on-fetch (M-27) removes any
   divergence. Either way the truncation completes when every ISR member has truncated too
-  (M-38). Then MIRRORING, or EPOCH_FENCING when the source's epoch is already above the
+  (M-38: the shell answers the truncation only then, or NOT_ENOUGH_REPLICAS when the ISR is
+  below ``min.insync.replicas`` or a member has not caught up in time; that is no failure:
+  the wait is tried again after a backoff, as a no-op truncation to the log end). Then MIRRORING, or EPOCH_FENCING when the source's epoch is already above the
   partition's (D-11).
 * ``MIRRORING``: add the fetcher at the log end offset (M-39). The fetcher asks
   :meth:`may_append` before every append; a batch whose epoch is above the partition's leader
@@ -338,7 +340,8 @@ class MirrorPartitionMachine:
         elif isinstance(event, OpFailed):
             kind = self._pending.get(event.op)
             if kind is not None and self._take(event.op, kind.kind):
-                self._failed(kind.kind, f"{event.error.name}: {event.message}".rstrip(": "))
+                why = f"{event.error.name}: {event.message}".rstrip(": ")
+                self._failed(kind.kind, why, event.error)
         else:
             raise TypeError(f"not a mirror partition event: {event!r}")
         self._advance()
@@ -392,6 +395,8 @@ class MirrorPartitionMachine:
         self._bump_floor = -1
         self._bump_failures = 0
         self._bump_retry_at: int | None = None
+        self._truncate_waits = 0  # M-38 waits that found the replicas behind
+        self._truncate_retry_at: int | None = None
         self._done = False
 
     def _became_leader(self, leader_epoch: int) -> None:
@@ -627,6 +632,9 @@ class MirrorPartitionMachine:
             self._step = "lme-wait"
             self._emit(FetchLastMirrorEpoch(self._track("lme")))
         elif step == "truncate":  # a resume: nothing to cut, but the ISR must be level
+            if self._truncate_retry_at is not None and self._truncate_retry_at > self._now:
+                return False
+            self._truncate_retry_at = None
             self._step = "truncate-wait"
             self._emit(TruncateTo(self._track("truncate"), self.log.log_end_offset))
         elif step == "add":
@@ -716,7 +724,7 @@ class MirrorPartitionMachine:
             else:
                 self._done = True
 
-    def _failed(self, kind: str, why: str) -> None:
+    def _failed(self, kind: str, why: str, code: ErrorCode | None = None) -> None:
         now, cfg = self._now, self.config
         if kind == "load":
             self._load_failures += 1
@@ -737,6 +745,12 @@ class MirrorPartitionMachine:
                 self._bump_retry_at = now + cfg.retry_backoff(self._bump_failures)
         elif kind == "lme":
             self._failure = f"reading the last mirror epoch from the source failed: {why}"
+        elif kind == "truncate" and code is ErrorCode.NOT_ENOUGH_REPLICAS:
+            # M-38: the replicas do not have the cut yet; skipped, tried again (the cut itself
+            # is done: the retry truncates to the log end, a no-op, and waits again).
+            self._truncate_waits += 1
+            self._step = "truncate"
+            self._truncate_retry_at = now + cfg.retry_backoff(self._truncate_waits)
         elif kind == "truncate":
             self._failure = f"truncating the log failed: {why}"
         elif kind == "append":
@@ -785,7 +799,12 @@ class MirrorPartitionMachine:
         times = [p.deadline for p in self._pending.values()]
         if self._write is not None and self._write.resend_at is not None:
             times.append(self._write.resend_at)
-        for t in (self._load_retry_at, self._retry_at, self._bump_retry_at):
+        for t in (
+            self._load_retry_at,
+            self._retry_at,
+            self._bump_retry_at,
+            self._truncate_retry_at,
+        ):
             if t is not None:
                 times.append(t)
         return min(times) if times else None

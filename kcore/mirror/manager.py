@@ -20,12 +20,15 @@ ReadState, PersistState,              the ClusterMirrorCoordinator, local or ove
 PersistLastMirrorEpoch                (``MirrorStateAccess``, M-11)
 FetchLastMirrorEpoch                  the source: DescribeClusterMirrors (its LME for this
                                       mirror name, M-37), ListOffsets EARLIEST, Metadata
-TruncateTo, TruncateFullyAndStartAt   the partition (RF 1 today: the ISR is the leader)
+TruncateTo, TruncateFullyAndStartAt   the partition, answered once the ISR has the cut (all
+                                      replicas with mirror.support.unclean.leader.election,
+                                      M-38; followers cut by the diverging epoch)
 AddFetcher, RemoveFetcher             the mirror's ``MirrorFetcherManager`` (one per mirror,
                                       one connection pool per mirror: D-25)
 RequestEpochBump                      the controller: BumpLeaderEpochs (D-10), batched
 AppendAbortMarkers,                   the partition, appended as leader with the MIRROR
-AppendMirrorPidReset                  origin at the bumped epoch (D-15)
+AppendMirrorPidReset                  origin at the bumped epoch (D-15), answered once the
+                                      ISR has them (the high watermark passed them)
 ====================================  =====================================================
 
 The coordinator's reads and writes, the LME lookups and the fetcher adds are batched across
@@ -34,6 +37,10 @@ together cost a few requests of each kind, not 10,000. The other operations with
 run in a task of the manager's nursery. Either way the answer is an event for the machine;
 the machine times its ops out itself, so nothing here is cancelled when the machine moves on. The fetcher's signals (an epoch ahead of the partition's, D-11; a partition that
 left the fetcher, D-16) come back through :class:`MirrorFetchListener` as events too.
+
+Only a partition's leader has a driver, so only the leader fetches from the source; its
+followers copy the mirrored batches from it as from any leader (the write guard lets
+REPLICATION in), and a new leader's driver resumes through LOG_TRUNCATION (D-14).
 
 A new driver holds its partition read-only at once, before the machine has read its state:
 after a restart a ``<m>.stopped`` topic may be in the middle of STOPPING, and only the
@@ -72,6 +79,13 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.control import build_end_txn_marker_batch, build_mirror_pid_reset_batch
 
 log = logging.getLogger(__name__)
+
+# How long one M-38 wait for the replicas lasts before the machine is told NOT_ENOUGH_REPLICAS
+# (it waits again after a backoff): well inside the machine's op timeout, so a slow ISR is a
+# retry, never a timeout that fails the partition.
+REPLICA_WAIT_S = 5.0
+# How often those waits look again at the leader's view (it moves with every follower fetch).
+POLL_S = 0.05
 
 TopicPartition = tuple[str, int]
 S = MirrorPartitionState
@@ -454,24 +468,62 @@ class PartitionDriver:
         # there, from an earlier leadership's add that landed late, would append past the cut.
         self._remove_fetcher(wherever=True)
         partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        before = (partition.log_start_offset, partition.log_end_offset)
+        now = self.manager.now_ms()
         if offset < partition.log_end_offset:
             log.info(
                 "mirror %s: %s-%d truncated from %d to %d (%s)", self.mirror, *self.tp,
                 partition.log_end_offset, offset, "fully" if fully else "to the offset",
             )  # fmt: skip
         if fully:
-            partition.truncate_fully_and_start_at(offset, self.manager.now_ms())
+            partition.truncate_fully_and_start_at(offset, now)
         else:
             partition.truncate_to(offset)
-        self.broker.replica_manager.notify(self.tp)
+        self.broker.replica_manager.notify(self.tp)  # followers waiting at the old end
+        # A follower's fetch at the new log end, validated by the leader's epochs, shows it
+        # has the cut, even from before it (it was behind, at the cut). Not after a full
+        # truncation that removed something: its log may still hold what lies below the new
+        # log start, so only a fetch after the cut counts.
+        after = (partition.log_start_offset, partition.log_end_offset)
+        await self._await_replicas_truncated(partition, now if fully and after != before else -1)
+
+    async def _await_replicas_truncated(self, partition, fetched_after_ms: int) -> None:
+        """M-38: return once the ISR (every replica with
+        ``mirror.support.unclean.leader.election``) has the truncation; NOT_ENOUGH_REPLICAS
+        after ``REPLICA_WAIT_S`` (the machine waits again later). Followers learn of the cut
+        from their next fetch (the diverging epoch), so this polls the leader's view."""
+        all_replicas = self.broker.config.value("mirror.support.unclean.leader.election")
+        min_isr = self.broker.replica_manager.min_insync_replicas(self.tp[0])
+        why = None
+        with trio.move_on_after(REPLICA_WAIT_S):
+            while True:
+                why = partition.missing_truncation(
+                    fetched_after_ms, all_replicas=all_replicas, min_isr=min_isr
+                )
+                if why is None:
+                    return
+                await trio.sleep(POLL_S)
+        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, f"{partition.name}: {why}")
 
     async def _append_control(self, batch) -> None:
         """Append a control batch as leader, at the partition's (bumped) epoch, with the
         MIRROR origin the read-only guard lets in."""
-        self.broker.replica_manager.append_records(
+        info = self.broker.replica_manager.append_records(
             *self.tp, batch, required_acks=1, now_ms=self.manager.now_ms(),
             origin=AppendOrigin.MIRROR,
         )  # fmt: skip
+        await self._await_high_watermark(info.last_offset + 1)
+
+    async def _await_high_watermark(self, offset: int) -> None:
+        """Wait until the ISR has everything below ``offset``: STOPPED is persisted only after
+        the markers, so a follower elected later (from the ISR) must have them, or its open
+        transactions would never end. Like acks=all but without the min.insync.replicas
+        refusal: failover must work with brokers down (D-12). The machine's op timeout bounds
+        the wait (a follower that neither fetches nor leaves the ISR)."""
+        partition = self.broker.replica_manager.partition_or_error(*self.tp)
+        while partition.high_watermark < offset:
+            partition.check_leader_epoch(-1, require_leader=True)
+            await trio.sleep(POLL_S)
 
     async def _append_abort_markers(self, leader_epoch: int) -> None:
         """M-58: an ABORT marker, at the new epoch, for every open transaction."""

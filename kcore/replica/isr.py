@@ -119,6 +119,49 @@ class LeaderIsrState:
             or now_ms - state.last_caught_up_time_ms <= lag_ms
         )
 
+    def missing_truncation(
+        self,
+        leader_log_end_offset: int,
+        fetched_after_ms: int,
+        *,
+        all_replicas: bool,
+        min_isr: int,
+    ) -> str | None:
+        """Why the replicas do not all have a truncation of the leader's log yet (None: they
+        do). The cluster mirror's LOG_TRUNCATION step (spec M-38) cuts the leader's log and
+        appends nothing until this answers None.
+
+        A follower has the truncation once its latest fetch in this leader epoch was at
+        exactly the leader's log end offset (and later than ``fetched_after_ms``, -1 for any
+        time): the leader records only fetches whose history agrees with its own (the
+        diverging-epoch check), and a follower that had more cuts it before it can fetch
+        there. The members that must have it: the maximal ISR (a
+        follower joining counts at once, so it cannot join with what was cut), or with
+        ``all_replicas`` (``mirror.support.unclean.leader.election``) every replica, since an
+        unclean election may make any of them leader. Fewer than ``min_isr`` in sync (capped
+        at the replica count) is a refusal too: M-38 skips the step and tries again later."""
+        needed = min(min_isr, len(self.replicas))
+        if len(self.isr) < needed:
+            return (
+                f"{len(self.isr)} in-sync replica(s) {list(self.isr)}, fewer than "
+                f"min.insync.replicas ({needed})"
+            )
+        members = self.replicas if all_replicas else self.maximal_isr
+        behind = [
+            r
+            for r in members
+            if r != self.leader
+            and (
+                (state := self.followers.get(r)) is None
+                or state.log_end_offset != leader_log_end_offset
+                or state.last_fetch_time_ms <= fetched_after_ms
+            )
+        ]
+        if not behind:
+            return None
+        which = "replica(s)" if all_replicas else "in-sync replica(s)"
+        return f"{which} {behind} have not fetched at {leader_log_end_offset} since the truncation"
+
     # -- what happens --------------------------------------------------------------------
 
     def follower_fetched(

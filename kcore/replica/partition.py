@@ -333,6 +333,22 @@ class Partition:
             return None
         return self.isr_state.maybe_shrink(self.log.log_end_offset, now_ms, lag_ms)
 
+    def missing_truncation(
+        self, fetched_after_ms: int, *, all_replicas: bool, min_isr: int
+    ) -> str | None:
+        """Why the replicas do not have this leader's truncation of its log yet (None: they
+        do; see ``LeaderIsrState.missing_truncation``). Raises NOT_LEADER_OR_FOLLOWER once
+        this node no longer leads."""
+        self.check_leader_epoch(-1, require_leader=True)
+        if self.isr_state is None:
+            return None
+        return self.isr_state.missing_truncation(
+            self.log.log_end_offset,
+            fetched_after_ms,
+            all_replicas=all_replicas,
+            min_isr=min_isr,
+        )
+
     def isr_committed(self, isr, leader_epoch: int, partition_epoch: int) -> bool:
         """The controller accepted an ISR change (its AlterPartition answer); False when this
         node no longer leads at that epoch (the answer is stale)."""

@@ -359,7 +359,8 @@ _KEYS = [
        "Mirror replication bandwidth ceiling, bytes/s (like the replication throttles).",
        kcore_only=True),
     _k("mirror.support.unclean.leader.election", _B, False, None,
-       "true (M-38: wait for all replicas) is refused until #17.", kcore_only=True),
+       "true: LOG_TRUNCATION waits for all replicas, not only the ISR (M-38); "
+       "needs kcore.replication.enable.", kcore_only=True),
     _k("mirror.failed.retry.backoff.ms", _L, 5000, _R0,
        "First retry delay of a FAILED partition, doubling to 5 minutes (D-13).", kcore_only=True),
     _k("mirror.source.unavailable.timeout.ms", _L, 60000, _R1,
@@ -800,9 +801,11 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip can be set to zero only if "
         "max.connections.per.ip.overrides property is set.",
     )
-    key = "mirror.support.unclean.leader.election"  # M-38's "all replicas" needs #17
-    _require(not v[BROKER_CONFIGS[key].attr], key, f"{key}=true is not supported: M-38's wait "
-             "for all replicas needs the mirror on a replicated destination (#17).")  # fmt: skip
+    # M-38's "all replicas" means something only when partitions have replicas.
+    key = "mirror.support.unclean.leader.election"
+    _require(not v[BROKER_CONFIGS[key].attr] or v[BROKER_CONFIGS["kcore.replication.enable"].attr],
+             key, f"{key}=true needs kcore.replication.enable=true: without it every partition "
+             "has one replica, its leader, and there is no other replica to wait for.")  # fmt: skip
     # After Kafka's rules, so a contradictory file gets Kafka's message first.
     refuse_unserved_security_protocols(
         v["listeners"],

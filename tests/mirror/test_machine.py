@@ -168,6 +168,34 @@ def test_machine_resume_after_restart_goes_through_truncation_without_cutting():
     assert d.take(o.AddFetcher).fetch_offset == 5
 
 
+def test_machine_truncation_waits_for_the_isr_again_when_replicas_are_behind():
+    # M-38: fewer than min ISR (or a member not caught up): the step is skipped and tried
+    # again, a no-op truncation to the log end, never FAILED; the fetcher waits for it.
+    log = SimLog()
+    for _ in range(4):
+        log.append(Batch(log.end_offset, 2, log.end_offset))
+    d = Driver(PersistedState(S.MIRRORING, S.LOG_TRUNCATION), log=log)
+    assert d.persisted().state is S.LOG_TRUNCATION
+    for attempt in range(8):
+        cut = d.take(o.TruncateTo)
+        assert cut.offset == 4
+        d.send(OpFailed(cut.op, ErrorCode.NOT_ENOUGH_REPLICAS, "1 in-sync replica(s)"))
+        assert "TruncateTo" not in d.kinds()  # after a backoff
+        poll = d.tick(1_000)
+        assert poll.deadline is not None
+        assert d.machine.state is S.LOG_TRUNCATION, attempt
+    d.ack(o.TruncateTo)
+    assert d.persisted().state is S.MIRRORING
+    assert d.take(o.AddFetcher).fetch_offset == 4
+    # Any other truncation failure fails the partition (D-13).
+    d = Driver(PersistedState(S.MIRRORING, S.LOG_TRUNCATION), log=log)
+    d.persisted()
+    cut = d.take(o.TruncateTo)
+    d.send(OpFailed(cut.op, ErrorCode.KAFKA_STORAGE_ERROR, "disk"))
+    record = d.persisted()
+    assert record.state is S.FAILED and "truncating the log failed" in record.reason
+
+
 def test_machine_epoch_fencing_holds_the_batch_bumps_and_resumes():
     d = mirroring(epoch=3)
     assert d.machine.may_append(3) and not d.machine.may_append(7)

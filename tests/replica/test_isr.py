@@ -35,6 +35,36 @@ def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark_back():
     assert s.high_watermark(8) == 8
 
 
+def test_a_truncation_is_had_by_every_isr_member_fetching_at_the_new_log_end():
+    # M-38's wait (the cluster mirror's LOG_TRUNCATION): the leader cut its log to 6.
+    s = leader_state()
+    assert "[2, 3]" in s.missing_truncation(6, -1, all_replicas=False, min_isr=2)
+    s.follower_fetched(2, 6, 6, now_ms=1)
+    s.follower_fetched(3, 9, 6, now_ms=1)  # still above the cut (answered with divergence)
+    assert "[3]" in s.missing_truncation(6, -1, all_replicas=False, min_isr=2)
+    s.follower_fetched(3, 6, 6, now_ms=2)
+    assert s.missing_truncation(6, -1, all_replicas=False, min_isr=2) is None
+    # After a full truncation only fetches after it count.
+    assert "[2]" in s.missing_truncation(6, 1, all_replicas=False, min_isr=2)
+
+
+def test_a_truncation_waits_for_min_isr_and_for_all_replicas_under_unclean_election():
+    s = leader_state(isr=(1, 2))
+    s.follower_fetched(2, 6, 6, now_ms=1)
+    assert s.missing_truncation(6, -1, all_replicas=False, min_isr=2) is None
+    # mirror.support.unclean.leader.election: the replica outside the ISR too.
+    assert "[3]" in s.missing_truncation(6, -1, all_replicas=True, min_isr=2)
+    s.follower_fetched(3, 6, 6, now_ms=1)
+    assert s.missing_truncation(6, -1, all_replicas=True, min_isr=2) is None
+    # Fewer in sync than min.insync.replicas: refused, whatever the followers have.
+    why = s.missing_truncation(6, -1, all_replicas=False, min_isr=3)
+    assert "fewer than min.insync.replicas (3)" in why
+    # A partition with fewer replicas than min.insync.replicas needs all of them.
+    alone = LeaderIsrState(1, (1,), (1,), leader_epoch=0, partition_epoch=0,
+                           epoch_start_offset=0, now_ms=0)  # fmt: skip
+    assert alone.missing_truncation(0, -1, all_replicas=False, min_isr=2) is None
+
+
 def test_a_follower_that_stops_fetching_is_shrunk_after_the_lag_time():
     s = leader_state()
     s.follower_fetched(2, 5, 5, now_ms=0)

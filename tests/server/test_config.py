@@ -776,13 +776,16 @@ def test_embedded_cluster_refuses_an_ssl_listener_before_starting(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_broker_config_refuses_mirror_unclean_leader_election_until_replication():
-    # M-38's "wait for all replicas" has no meaning before #17: refused, never ignored.
+def test_broker_config_refuses_mirror_unclean_leader_election_without_replication():
+    # M-38's "wait for all replicas" has no meaning with one replica: refused, never ignored.
     assert BrokerConfig({}).value("mirror.support.unclean.leader.election") is False
     with pytest.raises(InvalidConfigError) as err:
         BrokerConfig({"mirror.support.unclean.leader.election": "true"})
     assert err.value.key == "mirror.support.unclean.leader.election"
-    assert "not supported" in err.value.message and "#17" in err.value.message
+    assert "kcore.replication.enable=true" in err.value.message
+    # With replication the flag is honoured (kcore.mirror.manager waits for every replica).
+    both = {"mirror.support.unclean.leader.election": "true", "kcore.replication.enable": "true"}
+    assert BrokerConfig(both).value("mirror.support.unclean.leader.election") is True
     # Nor may it be set at runtime: not a dynamic broker config (IncrementalAlterConfigs).
     from kcore.metadata.config_control import is_dynamic_broker_config
 
