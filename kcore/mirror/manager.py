@@ -503,6 +503,9 @@ class PartitionDriver:
                 if why is None:
                     return
                 await trio.sleep(POLL_S)
+        log.info(
+            "mirror %s: %s waits for its replicas (M-38): %s", self.mirror, partition.name, why
+        )
         raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, f"{partition.name}: {why}")
 
     async def _append_control(self, batch) -> None:

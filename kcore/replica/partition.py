@@ -364,15 +364,24 @@ class Partition:
         """Read for a consumer or a follower (Kafka's ``Partition.fetchRecords``).
 
         In order: the leader-epoch checks (raising KafkaError); then, with a
-        ``last_fetched_epoch``, the divergence check of KIP-595 (a result with no records and
-        the diverging epoch); then the read. A follower's fetch offset is recorded as its log
+        ``last_fetched_epoch`` and a log with epochs, the divergence check of KIP-595 (a
+        result with no records and the diverging epoch; an empty log has no epoch to name, and
+        a fetch above its end gets OFFSET_OUT_OF_RANGE from the read); then the read. A follower's fetch offset is recorded as its log
         end offset, moving the high watermark, only after all of these passed: a fenced or
         diverging follower moves nothing.
         """
         self.check_leader_epoch(params.current_leader_epoch, require_leader=True)
         plog = self.log
-        if params.last_fetched_epoch >= 0:
+        if params.last_fetched_epoch >= 0 and plog.latest_epoch is not None:
             epoch, end = plog.end_offset_for_epoch(params.last_fetched_epoch)
+            if epoch < 0:
+                # The fetcher's epoch is above every epoch of this log. A Kafka leader always
+                # has its own epoch in its cache, so that cannot happen there; a cluster
+                # mirror's destination leader writes the source's epochs, which may be below
+                # a follower's (the failover's markers at the bumped epoch, then a Start that
+                # copied the source again from scratch). The log's latest epoch ends at the
+                # log end: the follower cuts what it has above it (-1 would tell it nothing).
+                epoch, end = plog.latest_epoch, plog.log_end_offset
             if epoch < params.last_fetched_epoch or end < params.fetch_offset:
                 return self._result(FetchDataInfo(params.fetch_offset), (epoch, end))
         info = plog.read(

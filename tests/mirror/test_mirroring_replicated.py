@@ -14,6 +14,7 @@ transaction is left open anywhere, and the stopped broker comes back and copies 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -243,3 +244,50 @@ def test_mirror_topic_replication_factor_beyond_the_brokers_is_refused():
             dr.mirror_topics(TOPIC)
         assert refused.value.code == ErrorCode.INVALID_REPLICATION_FACTOR, refused.value
         assert TOPIC not in dr.destination.topics()
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["isr", "all-replicas"])
+def test_a_start_truncates_only_once_the_isr_or_every_replica_has_the_cut(unclean):
+    """M-38. After a failover, a broker dies and the topic is started again: its
+    LOG_TRUNCATION empties the log (the source never failed over: no LME). The dead broker's
+    replica left the ISR when it was fenced: the ISR's wait lets mirroring start without it;
+    with ``mirror.support.unclean.leader.election`` the start waits until that replica has
+    the cut too (it is retried, never FAILED). Either way the replica catches up once back
+    and every replica holds the source's batches."""
+    config = dict(DESTINATION_CONFIG)
+    if unclean:
+        config["mirror.support.unclean.leader.election"] = "true"
+    with MirroredClusters(
+        source_config=CLUSTER_CONFIG, destination_config=config, destination_brokers=3
+    ) as dr:
+        dr.source.create_topic(TOPIC, partitions=1)
+        tp = (TOPIC, 0)
+        producer = Producer({"bootstrap.servers": dr.source.bootstrap_servers})
+        for i in range(50):
+            producer.produce(TOPIC, f"r{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+        assert dr.mirror_topics(TOPIC) == [TOPIC]
+        dr.wait_in_sync()
+        assert dr.failover(TOPIC) == [TOPIC]
+        wait_until(lambda: replicas_identical(dr.destination, tp, NODES), "replicas in step")
+
+        down = 3 if _coordinator_node(dr) != 3 else 2
+        dr.destination.stop_node(down, graceful=False)
+        wait_until(lambda: down not in registration(dr.destination, tp).isr, "fenced")
+        assert dr.mirror_topics(TOPIC) == [TOPIC]
+        if unclean:
+            # Every replica must have the cut: LOG_TRUNCATION holds while one is down.
+            for _ in range(40):
+                assert _states(dr).get(tp) in ("LOG_TRUNCATION", None), _states(dr)
+                time.sleep(0.1)
+            assert dr.destination.leader_partition(tp).log_end_offset == 0
+            dr.destination.start_node(down)
+            _wait_mirroring(dr, "the replica back and truncated")
+        else:
+            _wait_mirroring(dr, "with a replica down")
+            dr.wait_in_sync()
+            dr.destination.start_node(down)
+        dr.wait_in_sync()
+        wait_until(lambda: replicas_identical(dr.destination, tp, NODES), "replicas identical")
+        end = dr.source.leader_partition(tp).log_end_offset
+        _assert_identical_batches(dr.source, dr.destination, TOPIC, 0, end)

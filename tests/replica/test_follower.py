@@ -194,3 +194,31 @@ async def test_out_of_range_above_the_leaders_end_truncates_and_below_its_start_
     action = await handler.resolve_out_of_range(TP, 0, endpoint, 0)
     assert action.restart_at == 2
     assert (follower.log_start_offset, follower.log_end_offset) == (2, 2)
+
+
+@trio_test
+async def test_a_follower_with_an_epoch_above_every_epoch_of_its_leader_truncates(tmp_path):
+    # A cluster mirror's destination: the leader's log holds only the source's epochs (0
+    # here), a follower has a batch at a higher epoch the leader does not have (the failover's
+    # markers at the bumped epoch, before a Start copied the source again). The leader names
+    # its latest epoch, ending at its log end, and the follower cuts its batch.
+    brokers = {1: replica_manager(tmp_path, 1), 2: replica_manager(tmp_path, 2)}
+    async with trio.open_nursery() as nursery:
+        f2 = Follower(brokers, 2, nursery)
+        await f2.start()
+        host(brokers, state(leader=1, epoch=0))
+        f2.follow()
+        produce(brokers[1], b"a", b"b")
+        await until(lambda: log_bytes(brokers[2]) == log_bytes(brokers[1]))
+        f2.manager.remove_fetcher_for_partitions([TP])
+        # Broker 2 led at epoch 5 for one batch that broker 1 never got; 1 leads again at 6
+        # without writing (its cache still ends at epoch 0).
+        brokers[2].partitions[TP].make_leader(state(leader=2, epoch=5), T0)
+        produce(brokers[2], b"only-on-2")
+        assert brokers[2].partitions[TP].latest_epoch == 5
+        host(brokers, state(leader=1, epoch=6))
+        f2.follow()
+        await until(lambda: brokers[2].partitions[TP].log_end_offset == 2)
+        produce(brokers[1], b"c")
+        await until(lambda: log_bytes(brokers[2]) == log_bytes(brokers[1]))
+        nursery.cancel_scope.cancel()
