@@ -30,10 +30,9 @@ What each state does once it is in effect:
   *resume* (a restart or new leader found MIRRORING or EPOCH_FENCING, D-14) the log already
   is a prefix of the source's, so nothing is cut: truncation-on-fetch (M-27) removes any
   divergence. Either way the truncation completes when every ISR member has truncated too
-  (M-38: the shell answers the truncation only then, or NOT_ENOUGH_REPLICAS when the ISR is
-  below ``min.insync.replicas`` or a member has not caught up in time; that is no failure:
-  the wait is tried again after a backoff, as a no-op truncation to the log end). Then MIRRORING, or EPOCH_FENCING when the source's epoch is already above the
-  partition's (D-11).
+  (M-38; NOT_ENOUGH_REPLICAS from the shell is no failure: the wait is tried again after a
+  backoff, as a no-op truncation to the log end). Then MIRRORING, or EPOCH_FENCING when the
+  source's epoch is already above the partition's (D-11).
 * ``MIRRORING``: add the fetcher at the log end offset (M-39). The fetcher asks
   :meth:`may_append` before every append; a batch whose epoch is above the partition's leader
   epoch is held back and reported (``MirroredEpochAhead``), which moves the partition to
@@ -746,8 +745,7 @@ class MirrorPartitionMachine:
         elif kind == "lme":
             self._failure = f"reading the last mirror epoch from the source failed: {why}"
         elif kind == "truncate" and code is ErrorCode.NOT_ENOUGH_REPLICAS:
-            # M-38: the replicas do not have the cut yet; skipped, tried again (the cut itself
-            # is done: the retry truncates to the log end, a no-op, and waits again).
+            # M-38: the replicas lack the cut; tried again (a no-op cut at the log end, a wait).
             self._truncate_waits += 1
             self._step = "truncate"
             self._truncate_retry_at = now + cfg.retry_backoff(self._truncate_waits)
