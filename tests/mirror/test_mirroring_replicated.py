@@ -18,7 +18,6 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.record.batch import iter_batches
@@ -38,11 +37,7 @@ NODES = (1, 2, 3)
 DESTINATION_CONFIG = {
     **REPLICATED_CONFIG,
     "default.replication.factor": "3",
-    "mirror.state.topic.num.partitions": "1",
-    # The internal topics keep one replica until r-internal's part of #17, and their
-    # coordinators write with acks=all: a broker-wide 2 would refuse every write. The mirror
-    # topic gets min.insync.replicas=2 as a topic config instead (_set_min_isr).
-    "min.insync.replicas": "1",
+    "mirror.state.topic.num.partitions": "1",  # three replicas, like the mirror topics
 }
 
 
@@ -118,21 +113,14 @@ def _leaders(dr) -> dict[int, int]:
     return {p: registration(dr.destination, (TOPIC, p)).leader for p in range(PARTITIONS)}
 
 
-def _coordinator_node(dr) -> int:
-    """The broker holding the mirror's coordinator (``__mirror_state`` has one partition here,
-    and one replica until r-internal's part of #17)."""
-    return registration(dr.destination, ("__mirror_state", 0)).leader
-
-
 def _kill_a_leader(dr, writer: SourceWriter) -> None:
-    """Kill a broker (not node 1, the controller) that leads a mirror partition, preferring one
-    without the mirror's coordinator; while it is down the new leaders mirror on; bring it
-    back. A coordinator's death holds the new leaders' state reads until it is back."""
+    """Kill a broker (not node 1, the controller) that leads a mirror partition; while it is
+    down the new leaders mirror on (the mirror's coordinator moves too if it was there);
+    bring it back."""
     leaders = _leaders(dr)
     candidates = sorted({n for n in leaders.values() if n != 1})
     assert candidates, f"node 1 leads every partition of {TOPIC}: {leaders}"
-    coordinator = _coordinator_node(dr)
-    victim = next((n for n in candidates if n != coordinator), candidates[0])
+    victim = candidates[0]
     led = [p for p, leader in leaders.items() if leader == victim]
     ends = {p: dr.destination.leader_partition((TOPIC, p)).log_end_offset for p in led}
     dr.destination.stop_node(victim, graceful=False)
@@ -142,14 +130,13 @@ def _kill_a_leader(dr, writer: SourceWriter) -> None:
         f"new leaders for {led}",
     )  # fmt: skip
     writer.wait_for(5)
-    if victim != coordinator:
-        _wait_mirroring(dr, f"after broker {victim} died")
-        # The new leaders fetch from the source themselves (D-14's resume).
-        wait_until(
-            lambda: all(dr.destination.leader_partition((TOPIC, p)).log_end_offset > ends[p]
-                        for p in led),
-            f"the new leaders of {led} mirroring",
-        )  # fmt: skip
+    _wait_mirroring(dr, f"after broker {victim} died")
+    # The new leaders fetch from the source themselves (D-14's resume).
+    wait_until(
+        lambda: all(dr.destination.leader_partition((TOPIC, p)).log_end_offset > ends[p]
+                    for p in led),
+        f"the new leaders of {led} mirroring",
+    )  # fmt: skip
     dr.destination.start_node(victim)
     _wait_mirroring(dr, f"after broker {victim} came back")
     writer.wait_for(5)
@@ -162,18 +149,6 @@ def _assert_every_replica_is_the_source(dr) -> None:
         end = dr.source.leader_partition(tp).log_end_offset
         assert dr.destination.leader_partition(tp).log_end_offset == end
         _assert_identical_batches(dr.source, dr.destination, TOPIC, p, end)
-
-
-def _set_min_isr(cluster, value: int) -> None:
-    """``min.insync.replicas`` of the mirror topic (on the D-21 deny-list: the metadata sync
-    neither copies nor removes it)."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    entry = ConfigEntry(
-        "min.insync.replicas", str(value), incremental_operation=AlterConfigOpType.SET
-    )
-    resource = ConfigResource("topic", TOPIC, incremental_configs=[entry])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
 
 
 def _last_control(data: bytes) -> ControlRecordType:
@@ -195,7 +170,6 @@ def test_mirroring_into_rf3_survives_leader_deaths_and_fails_over_with_a_broker_
             # Item 4: the destination's default.replication.factor (D-28).
             for p in range(PARTITIONS):
                 assert sorted(registration(dr.destination, (TOPIC, p)).replicas) == list(NODES)
-            _set_min_isr(dr.destination, 2)
             _wait_mirroring(dr, "the start")
             writer.wait_for(5)
             # Only leaders fetch from the source: one mirror fetcher per leading broker.
@@ -209,8 +183,8 @@ def test_mirroring_into_rf3_survives_leader_deaths_and_fails_over_with_a_broker_
         dr.wait_in_sync()
         _assert_every_replica_is_the_source(dr)
 
-        # Failover with one broker down (not the coordinator's: see _coordinator_node).
-        down = 3 if _coordinator_node(dr) != 3 else 2
+        # Failover with one broker down, a leader's if one other than node 1 leads.
+        down = next((n for n in _leaders(dr).values() if n != 1), 3)
         dr.destination.stop_node(down, graceful=False)
         assert dr.failover(TOPIC) == [TOPIC]
         live = [n for n in NODES if n != down]
@@ -271,7 +245,7 @@ def test_a_start_truncates_only_once_the_isr_or_every_replica_has_the_cut(unclea
         assert dr.failover(TOPIC) == [TOPIC]
         wait_until(lambda: replicas_identical(dr.destination, tp, NODES), "replicas in step")
 
-        down = 3 if _coordinator_node(dr) != 3 else 2
+        down = next(n for n in NODES if n not in (1, registration(dr.destination, tp).leader))
         dr.destination.stop_node(down, graceful=False)
         wait_until(lambda: down not in registration(dr.destination, tp).isr, "fenced")
         assert dr.mirror_topics(TOPIC) == [TOPIC]
