@@ -10,15 +10,13 @@ import uuid
 import httpx
 import pytest
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
     ResourceType,
 )
 
 from kcore.testing import EmbeddedCluster
+from tests.acls import allow_literal
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,17 +52,7 @@ def client(cluster, token: str) -> httpx.Client:
 
 def grant(cluster, operation, resource_type, name: str, principal="User:ops") -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    binding = AclBinding(
-        resource_type,
-        name,
-        ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        AclPermissionType.ALLOW,
-    )
-    for future in admin.create_acls([binding], request_timeout=TIMEOUT).values():
-        future.result(TIMEOUT)
+    allow_literal(admin, resource_type, name, principal, operation, TIMEOUT)
 
 
 def eventually(check, timeout=60):

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from kcore.protocol import messages as m
+from tests.acls import allow_literal
 from tests.security.sasl_cluster import RawSasl, SaslCluster, plain_login, scram_login
 from tests.security.test_sasl_clients import add_scram_user, confluent_conf
 
@@ -38,20 +39,8 @@ def _admin(cluster):
 
 
 def _allow(cluster, principal: str, resource_type, name: str, operation) -> None:
-    from confluent_kafka.admin import AclBinding, AclPermissionType, ResourcePatternType
-
-    binding = AclBinding(
-        resource_type,
-        name,
-        ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        AclPermissionType.ALLOW,
-    )
     admin = _admin(cluster)  # kept alive until the futures are done
-    for future in admin.create_acls([binding]).values():
-        future.result(timeout=30)
+    allow_literal(admin, resource_type, name, principal, operation)
     # The ACL is committed; this broker's image has it an instant later.
     deadline = time.monotonic() + 30
     while not any(
