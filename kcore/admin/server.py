@@ -31,7 +31,11 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 1.0
 VERIFY_MODES = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}
 READ_TIMEOUT_S = 30  # a client that sends nothing for this long is closed
-KEEP_ALIVE_S = 5
+# Hypercorn's idle timer also runs from accept to the first request: on a loaded node a burst
+# of scrapers accepted at once could be closed unanswered (seen with 1,000 concurrent scrapes
+# during the full suite) if it were short. Idle connections stay bounded by READ_TIMEOUT_S's
+# order of magnitude either way.
+KEEP_ALIVE_S = 20
 BACKLOG = 1024  # a burst of scrapers waits in the kernel rather than being refused
 
 
