@@ -40,6 +40,22 @@ from kcore.server.config import BrokerConfig
 STARTUP_TIMEOUT_S = 30.0
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now: bound together, so that two of
+    them cannot be the same port (one port asked for at a time can come back twice, and a node
+    with two listeners on one port refuses to start)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            sockets.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
@@ -67,10 +83,11 @@ class EmbeddedCluster:
             raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="kcore-"))
-        self.ports = [free_port() for _ in range(brokers)]  # client listener of node i + 1
+        ports = free_ports(brokers * (2 if admin else 1) + 1)
+        self.ports = ports[:brokers]  # client listener of node i + 1
         self.port = self.ports[0]
-        self.controller_port = free_port()
-        self.admin_ports = [free_port() for _ in range(brokers)] if admin else []
+        self.controller_port = ports[brokers]
+        self.admin_ports = ports[brokers + 1 :]
         self._overrides = dict(config or {})
         self._extra_listeners = tuple(extra_listeners)
         self.brokers: list[Any] = []  # the running nodes, node 1 first

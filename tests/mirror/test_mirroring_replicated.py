@@ -250,7 +250,9 @@ def test_a_start_truncates_only_once_the_isr_or_every_replica_has_the_cut(unclea
         wait_until(lambda: down not in registration(dr.destination, tp).isr, "fenced")
         assert dr.mirror_topics(TOPIC) == [TOPIC]
         if unclean:
-            # Every replica must have the cut: LOG_TRUNCATION holds while one is down.
+            # Every replica must have the cut: LOG_TRUNCATION holds while one is down. The
+            # Start's move out of STOPPED is persisted a moment after it is answered.
+            wait_until(lambda: _states(dr).get(tp) == "LOG_TRUNCATION", "in LOG_TRUNCATION")
             for _ in range(40):
                 assert _states(dr).get(tp) in ("LOG_TRUNCATION", None), _states(dr)
                 time.sleep(0.1)
