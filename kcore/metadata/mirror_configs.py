@@ -239,19 +239,10 @@ def _check_value(key: str, text: str) -> None:
 
 
 def _check_security(configs: Mapping[str, str]) -> None:
-    protocol = configs.get(SECURITY_PROTOCOL, "PLAINTEXT").strip().upper()
-    stray = sorted(k for k in configs if k.startswith("ssl.") and k in SECURITY_KEYS)
-    if stray and protocol not in ("SSL", "SASL_SSL"):
-        # A client would ignore them; a mirror refuses what it would not act on.
-        raise InvalidConfigError(
-            stray[0],
-            f"{', '.join(stray)} given with {SECURITY_PROTOCOL}={protocol}: set "
-            f"{SECURITY_PROTOCOL}=SSL or SASL_SSL to use TLS towards the source",
-        )
     try:
         client_security(security_settings(configs))
     except ClientSecurityError as e:
-        key = next((k for k in sorted(SECURITY_KEYS) if k in str(e)), SECURITY_PROTOCOL)
+        key = e.key or next((k for k in sorted(SECURITY_KEYS) if k in str(e)), SECURITY_PROTOCOL)
         raise InvalidConfigError(key, f"Invalid source security settings: {e}") from None
 
 

@@ -28,7 +28,13 @@ CLIENT_SECURITY_KEYS = frozenset(SASL_CLIENT_KEYS) | CLIENT_SSL_KEYS
 
 
 class ClientSecurityError(ValueError):
-    """A client security setting kcore cannot honour (never with a password in it)."""
+    """A client security setting kcore cannot honour (never with a password in it); ``key``
+    names the setting when one is to blame, so a caller that checks a stored config (a
+    mirror's) can point at it."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,8 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
     if protocol not in CLIENT_SECURITY_PROTOCOLS:
         raise ClientSecurityError(
             f"security.protocol={props['security.protocol']} is not supported by kcore's "
-            f"client: {', '.join(CLIENT_SECURITY_PROTOCOLS)}"
+            f"client: {', '.join(CLIENT_SECURITY_PROTOCOLS)}",
+            "security.protocol",
         )
     try:
         sasl = sasl_client_settings(props)
@@ -58,11 +65,12 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
         secured = "SSL" if protocol == "PLAINTEXT" else "SASL_SSL"
         raise ClientSecurityError(
             f"{', '.join(stray)} given with security.protocol={protocol}: set "
-            f"security.protocol={secured} to use TLS"
+            f"security.protocol={secured} to use TLS",
+            stray[0],
         )
     if protocol in ("SSL", "SASL_SSL"):
         try:
             context = build_client_context({k: v for k, v in props.items() if k in CLIENT_SSL_KEYS})
         except InvalidConfigError as e:
-            raise ClientSecurityError(e.message) from None
+            raise ClientSecurityError(e.message, e.key) from None
     return ClientSecurity(protocol, context, sasl)

@@ -62,7 +62,10 @@ def test_plaintext_configs_open_no_tls_and_no_login():
         ({"sasl.jaas.config": "not jaas"}, "JAAS"),
         ({"ssl.truststore.type": "JKS"}, "PEM"),
         ({"ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----\nxx\n"}, "truststore"),
-        ({"security.protocol": "SASL_PLAINTEXT", "ssl.truststore.type": "PEM"}, "SSL or SASL_SSL"),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "ssl.truststore.type": "PEM"},
+            "set security.protocol=SASL_SSL to use TLS",
+        ),
         ({"ssl.engine.factory.class": "x.Y"}, "ssl.engine.factory.class"),
     ],
 )
@@ -159,3 +162,12 @@ def test_a_truststore_file_gone_since_it_was_accepted_is_invalid_config(pki, tmp
         mc.client_settings(configs)
     assert refused.value.code == ErrorCode.INVALID_CONFIG
     assert "do not load" in refused.value.message and PASSWORD not in refused.value.message
+
+
+def test_a_tls_setting_without_tls_is_refused_naming_that_setting(pki):
+    # The refusal names the stray key, not security.protocol, so an operator's IncrementalAlter
+    # result points at the setting that does nothing.
+    configs = {**_sasl_ssl(pki), "security.protocol": "SASL_PLAINTEXT"}
+    with pytest.raises(InvalidConfigError) as refused:
+        mc.validate_mirror_configs(configs, creating=True)
+    assert refused.value.key in {k for k in configs if k.startswith("ssl.")}

@@ -389,7 +389,7 @@ def test_mirror_configs_round_trip_through_incremental_alter_and_describe_config
     assert alter_mirror(clusters, name, ("mirror.topics.include", 2, "a.*")) == (0, None)
     assert alter_mirror(clusters, name, ("request.timeout.ms", 0, "5000")) == (0, None)
     code, message = alter_mirror(clusters, name, ("ssl.keystore.password", 0, "hunter2"))
-    assert code == E.INVALID_CONFIG and "security.protocol=SSL or SASL_SSL" in message
+    assert code == E.INVALID_CONFIG and "set security.protocol=SSL to use TLS" in message
     resp = on_dest(clusters, lambda c: describe_configs(c, [(64, name)]))
     [result] = resp.results
     got = {c.name: (c.value, c.is_sensitive) for c in result.configs}
