@@ -4,6 +4,13 @@
 """
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis's default 200 ms deadline per example is a timing assertion on the real clock: on a
+# loaded machine a correct example can take longer and fail the run. Tests bound their work by
+# max_examples and sizes instead.
+settings.register_profile("kcore", deadline=None)
+settings.load_profile("kcore")
 
 
 def pytest_addoption(parser):
