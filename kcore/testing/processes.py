@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcore.log.log_dirs import random_uuid, uuid_to_base64
-from kcore.testing.embedded import free_port
+from kcore.testing.embedded import free_ports
 
 __all__ = ["ProcessCluster", "ServerProcess", "wait_for_port"]
 
@@ -64,8 +64,9 @@ class ServerProcess:
         adds or overrides broker properties."""
         self.data_dir = Path(data_dir)
         self.node_id = node_id
-        self.port = port or free_port()
-        self.controller_port = controller_port or free_port()
+        spare = iter(free_ports(2))  # bound together: never the same port twice
+        self.port = port or next(spare)
+        self.controller_port = controller_port or next(spare)
         self.props = {
             "node.id": str(node_id),
             "process.roles": "broker,controller",
@@ -184,7 +185,8 @@ class ProcessCluster:
         cluster_id: str | None = None,
     ) -> None:
         base_dir = Path(base_dir)
-        ports = {i: (free_port(), free_port()) for i in range(1, nodes + 1)}
+        free = iter(free_ports(2 * nodes))
+        ports = {i: (next(free), next(free)) for i in range(1, nodes + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{ports[i][1]}" for i in ports)
         self.cluster_id = cluster_id or uuid_to_base64(random_uuid())
         self.nodes = [

@@ -17,7 +17,7 @@ import pytest
 import trustme
 
 from kcore.testing import EmbeddedCluster
-from kcore.testing.embedded import free_port
+from kcore.testing.embedded import free_ports
 
 MAPPING_RULES = "RULE:^CN=([^,]*),OU=([^,]*),.*$/$1@$2/L,DEFAULT"
 
@@ -89,7 +89,7 @@ class TlsCluster(EmbeddedCluster):
     """An EmbeddedCluster with the SSL and MTLS listeners of node 1."""
 
     def __init__(self, pki: Pki, **extra: str) -> None:
-        self.ssl_port, self.mtls_port = free_port(), free_port()
+        self.ssl_port, self.mtls_port = free_ports(2)
         super().__init__(
             config=tls_config(pki, **extra),
             extra_listeners=(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from kcore.server.config import BrokerConfig
 from kcore.testing import EmbeddedCluster
-from kcore.testing.embedded import free_port
+from kcore.testing.embedded import free_ports
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -39,7 +39,7 @@ class SaslCluster(EmbeddedCluster):
             **(config or {}),
         }
         super().__init__(brokers, config=props, **kwargs)
-        self.sasl_ports = [free_port() for _ in range(brokers)]
+        self.sasl_ports = free_ports(brokers)
         self.sasl_port = self.sasl_ports[0]
 
     def broker_config(self, node_id: int = 1) -> BrokerConfig:

@@ -120,9 +120,9 @@ def test_kcore_client_checks_the_brokers_certificate(tls_cluster, pki, tmp_path)
 
 
 def test_server_with_a_keystore_it_cannot_read_stops_in_one_line(tmp_path):
-    from kcore.testing.embedded import free_port
+    from kcore.testing.embedded import free_ports
 
-    ports = [free_port() for _ in range(3)]
+    ports = free_ports(3)
     result = _tool(
         "server",
         "--override", f"listeners=PLAINTEXT://127.0.0.1:{ports[0]},SSL://127.0.0.1:{ports[1]},"

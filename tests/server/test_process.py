@@ -15,7 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kcore.testing import free_port
+from kcore.testing import free_ports
 from kcore.testing.processes import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -133,7 +133,7 @@ def _port_is_free(port: int) -> bool:
 @pytest.mark.parametrize("command", ["server", "format"])
 def test_process_sasl_ssl_listener_is_refused_at_start_with_one_line(tmp_path, command):
     """Issue #12 part 1: kcore used to serve this listener as plaintext, unauthenticated."""
-    port, controller_port = free_port(), free_port()
+    port, controller_port = free_ports(2)
     data = tmp_path / "data"
     args = [
         sys.executable,

@@ -26,13 +26,13 @@ from kcore.server.controller_channel import (
 )
 from kcore.server.node import start_node
 from kcore.server.registry import CONTROLLER
-from kcore.testing import free_port
+from kcore.testing import free_ports
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _configs(tmp_path):
-    cport, bport = free_port(), free_port()
+    cport, bport = free_ports(2)
     voters = f"1@127.0.0.1:{cport}"
     common = {
         "controller.listener.names": "CONTROLLER",
