@@ -11,6 +11,7 @@ Pure: no I/O; the records stay the response's memoryviews.
 
 from __future__ import annotations
 
+import abc
 import uuid
 
 from kcore.protocol import messages as m
@@ -158,13 +159,14 @@ def listed_offset(response: m.ListOffsetsResponse, tp: TopicPartition, where: st
     raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no ListOffsets answer for {tp} from {where}")
 
 
-class ListOffsetsMixin:
+class ListOffsetsMixin(abc.ABC):
     """``earliest_offset`` / ``latest_offset`` of a leader endpoint over its
     ``_list_offset(tp, leader epoch, timestamp)`` (ListOffsets -2 / -1: a replica's latest is
     the leader's log end offset, a consumer's its high watermark)."""
 
+    @abc.abstractmethod
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
-        raise NotImplementedError
+        """The offset ListOffsets answers for ``timestamp`` on the leader of ``tp``."""
 
     async def earliest_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
         return await self._list_offset(tp, leader_epoch, EARLIEST)
