@@ -66,6 +66,13 @@ def consumer_bytes(cluster, topic: str) -> dict[int, int]:
     return cluster._call(read)
 
 
+def served_by_the_reader_only(cluster, topic: str) -> dict[int, int]:
+    """Assert that only the rack-b broker served ``topic`` to consumers; the bytes per node."""
+    served = consumer_bytes(cluster, topic)
+    assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+    return served
+
+
 def in_sync_everywhere(cluster, topic: str, partitions: int) -> bool:
     """Every partition has its full ISR and every replica has the leader's log and HW (so
     the rack-b follower is a candidate for every offset)."""
@@ -83,13 +90,20 @@ def in_sync_everywhere(cluster, topic: str, partitions: int) -> bool:
 
 
 def produce(cluster, topic: str, values, partition: int | None = None) -> None:
+    """acks=all to ``partition``, or round-robin over every partition of the topic (so that
+    each leader, in whichever rack, has records to redirect)."""
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5}
     )
+    count = len(cluster.broker.metadata_image.topics.by_name[topic].partitions)
     errors = []
-    for v in values:
-        kwargs = {} if partition is None else {"partition": partition}
-        producer.produce(topic, value=v, on_delivery=lambda e, m: e and errors.append(e), **kwargs)
+    for i, v in enumerate(values):
+        producer.produce(
+            topic,
+            value=v,
+            partition=i % count if partition is None else partition,
+            on_delivery=lambda e, m: e and errors.append(e),
+        )
         producer.poll(0)
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
@@ -141,8 +155,7 @@ def test_a_confluent_consumer_in_rack_b_reads_everything_from_the_rack_b_broker(
     finally:
         consumer.close()
     assert sorted(v for _, _, v in got) == sorted(values)
-    served = consumer_bytes(cluster, topic)
-    assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+    served_by_the_reader_only(cluster, topic)
 
 
 def test_a_kafka_python_consumer_in_rack_b_reads_everything_from_the_rack_b_broker(cluster):
@@ -175,8 +188,7 @@ def test_a_kafka_python_consumer_in_rack_b_reads_everything_from_the_rack_b_brok
     finally:
         consumer.close()
     assert sorted(got.values()) == sorted(values)
-    served = consumer_bytes(cluster, topic)
-    assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+    served_by_the_reader_only(cluster, topic)
 
 
 def test_an_aiokafka_consumer_in_rack_b_reads_everything_from_the_rack_b_broker(cluster):
@@ -215,8 +227,7 @@ def test_an_aiokafka_consumer_in_rack_b_reads_everything_from_the_rack_b_broker(
 
     got = asyncio.run(consume())
     assert sorted(got.values()) == sorted(values)
-    served = consumer_bytes(cluster, topic)
-    assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+    served_by_the_reader_only(cluster, topic)
 
 
 def test_read_committed_from_the_follower_skips_aborted_transactions(cluster):
@@ -247,8 +258,7 @@ def test_read_committed_from_the_follower_skips_aborted_transactions(cluster):
         consumer.close()
     expected = [f"{t}-{i}".encode() for t in ("c1", "c2") for i in range(50)]
     assert [v for _, _, v in got] == expected
-    served = consumer_bytes(cluster, topic)
-    assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+    served_by_the_reader_only(cluster, topic)
 
 
 def raw_fetch(cluster, node_id: int, topic: str, partition: int, *, version: int, rack=""):
@@ -326,6 +336,16 @@ def test_brokers_racks_are_in_metadata_and_describe_cluster(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     described = admin.describe_cluster(request_timeout=30).result(30)
     assert {n.id: n.rack for n in described.nodes} == RACKS
+    # Metadata's brokers, as kafka-python's cluster view holds them.
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        client.list_topics()  # a Metadata round trip
+        brokers = client._client.cluster.brokers()
+    finally:
+        client.close()
+    assert {b.node_id: b.rack for b in brokers} == RACKS
 
 
 @pytest.mark.parametrize("killed", ["reader", "leader"])
@@ -343,8 +363,7 @@ def test_the_consumer_carries_on_when_its_broker_or_the_leader_is_killed(own_clu
     try:
         consumer.assign([CTopicPartition(topic, p, 0)])
         got = poll_values(consumer, len(first))
-        served = consumer_bytes(cluster, topic)
-        assert served[READER] > 0 and served[1] == 0 and served[3] == 0, served
+        served = served_by_the_reader_only(cluster, topic)
         cluster.stop_node(READER if killed == "reader" else 3, graceful=False)
         wait_until(
             lambda: (
