@@ -24,6 +24,7 @@ from kcore.server.config import BrokerConfig
 from kcore.server.request_metrics import TopicTraffic
 from kcore.testing import EmbeddedCluster
 from kcore.testing.embedded import free_ports
+from tests.server.fetch_requests import fetch_request
 from tests.server.replicated import REPLICATED_CONFIG, registration, unique, wait_until
 from tests.server.test_process import run_refused
 
@@ -265,31 +266,9 @@ def raw_fetch(cluster, node_id: int, topic: str, partition: int, *, version: int
     """One consumer Fetch of ``topic``-``partition`` from offset 0, sent to node ``node_id``:
     its partition answer."""
     from kcore.client.connection import BrokerConnection
-    from kcore.protocol import messages as m
 
-    F = m.FetchRequest
-    request = F(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F.FetchTopic(
-                topic=topic,
-                topic_id=cluster.broker.metadata_image.topics.by_name[topic].topic_id,
-                partitions=[
-                    F.FetchPartition(
-                        partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id=rack,
-    )
+    topic_id = cluster.broker.metadata_image.topics.by_name[topic].topic_id
+    request = fetch_request(topic, topic_id, partition, rack_id=rack)
 
     async def send():
         conn = await BrokerConnection.connect("127.0.0.1", cluster.ports[node_id - 1])
