@@ -50,6 +50,7 @@ class FollowerState:
     """Kafka's ``ReplicaState`` of one follower, as the leader sees it."""
 
     log_end_offset: int = -1  # -1: no fetch in this leader epoch yet
+    log_start_offset: int = -1  # as its latest fetch reported it (-1: unknown)
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
@@ -171,9 +172,11 @@ class LeaderIsrState:
         leader_log_end_offset: int,
         now_ms: int,
         broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> None:
-        """A fetch from ``replica`` at ``fetch_offset`` (Kafka's ``updateFetchState``).
-        Raises KeyError for a broker that is not a follower of this partition."""
+        """A fetch from ``replica`` at ``fetch_offset`` (Kafka's ``updateFetchState``), with
+        the follower's own log start offset (-1: it sent none). Raises KeyError for a broker
+        that is not a follower of this partition."""
         state = self.followers[replica]
         if fetch_offset >= leader_log_end_offset:
             state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, now_ms)
@@ -182,6 +185,7 @@ class LeaderIsrState:
                 state.last_caught_up_time_ms, state.last_fetch_time_ms
             )
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_leader_log_end_offset = leader_log_end_offset
         state.last_fetch_time_ms = now_ms
         if broker_epoch >= 0:

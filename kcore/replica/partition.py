@@ -66,7 +66,9 @@ class FetchParams:
     """One partition of a Fetch, as the replica layer reads it.
 
     ``replica_id`` is the fetching follower's id (-1: a consumer); ``current_leader_epoch`` and
-    ``last_fetched_epoch`` are -1 when the fetcher sent none.
+    ``last_fetched_epoch`` are -1 when the fetcher sent none. ``fetch_only_leader`` is Kafka's
+    ``FetchParams.fetchOnlyLeader``: False for a consumer that may read from a follower (Fetch
+    v11+, KIP-392), which a follower then serves up to its high watermark.
     """
 
     fetch_offset: int
@@ -78,6 +80,8 @@ class FetchParams:
     min_one_batch: bool = True
     replica_epoch: int = -1  # the follower's broker epoch (ReplicaState, Fetch v15+)
     now_ms: int = 0  # when the fetch is served (a follower's caught-up time)
+    log_start_offset: int = -1  # the fetching follower's own (Fetch v5+), -1 unknown
+    fetch_only_leader: bool = True
 
 
 @dataclass(slots=True)
@@ -363,14 +367,17 @@ class Partition:
     def fetch_records(self, params: FetchParams) -> LogReadResult:
         """Read for a consumer or a follower (Kafka's ``Partition.fetchRecords``).
 
-        In order: the leader-epoch checks (raising KafkaError); then, with a
+        In order: the leader-epoch checks (raising KafkaError; NOT_LEADER_OR_FOLLOWER on a
+        follower unless ``params.fetch_only_leader`` is False); then, with a
         ``last_fetched_epoch`` and a log with epochs, the divergence check of KIP-595 (a
         result with no records and the diverging epoch; an empty log has no epoch to name, and
         a fetch above its end gets OFFSET_OUT_OF_RANGE from the read); then the read. A follower's fetch offset is recorded as its log
         end offset, moving the high watermark, only after all of these passed: a fenced or
         diverging follower moves nothing.
         """
-        self.check_leader_epoch(params.current_leader_epoch, require_leader=True)
+        self.check_leader_epoch(
+            params.current_leader_epoch, require_leader=params.fetch_only_leader
+        )
         plog = self.log
         if params.last_fetched_epoch >= 0 and plog.latest_epoch is not None:
             epoch, end = plog.end_offset_for_epoch(params.last_fetched_epoch)
@@ -393,14 +400,23 @@ class Partition:
         change = None
         if params.replica_id >= 0:
             change = self.follower_fetched(
-                params.replica_id, params.fetch_offset, params.now_ms, params.replica_epoch
+                params.replica_id,
+                params.fetch_offset,
+                params.now_ms,
+                params.replica_epoch,
+                params.log_start_offset,
             )
         result = self._result(info, None)
         result.isr_change = change
         return result
 
     def follower_fetched(
-        self, replica_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        broker_epoch: int = -1,
+        log_start_offset: int = -1,
     ) -> IsrChange | None:
         """Record a follower's fetch position, move the HW, and return the ISR expansion it
         allows (None: none). Raises NOT_LEADER_OR_FOLLOWER for a broker that is no replica."""
@@ -412,7 +428,12 @@ class Partition:
                 f"(replicas {list(self.state.replicas)})",
             )
         isr.follower_fetched(
-            replica_id, fetch_offset, self.log.log_end_offset, now_ms, broker_epoch
+            replica_id,
+            fetch_offset,
+            self.log.log_end_offset,
+            now_ms,
+            broker_epoch,
+            log_start_offset,
         )
         self.maybe_advance_high_watermark()
         return isr.maybe_expand(replica_id, self.log.high_watermark)

@@ -30,7 +30,8 @@ start scans nothing. A plain cancellation skips the draining but still closes th
 Handlers reach the services through this object (``ctx.server``): ``replica_manager``,
 ``metadata_image``, ``purgatory``, ``fetch_manager``, ``group_coordinator``,
 ``transaction_coordinator``, ``mirror_coordinator``, ``internal_topics``, ``authorizer``
-(None: no authorizer), ``partition_writer``, ``clock``, :meth:`controller_call`, ...
+(None: no authorizer), ``replica_selector`` (None: consumers read from leaders only),
+``partition_writer``, ``clock``, :meth:`controller_call`, ...
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from kcore.mirror.read_only import MirrorWriteGuard
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.replica_manager import ReplicaManager
+from kcore.replica.replica_selector import build_replica_selector
 from kcore.security.tls_transport import TlsListeners
 from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
@@ -181,6 +183,8 @@ class KafkaBroker:
             super_users=parse_super_users(config.super_users),
             allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
         )
+        # replica.selector.class: which replica a consumer is sent to (KIP-392), None: the leader.
+        self.replica_selector = build_replica_selector(config.replica_selector_class)
         # SSL listeners: their contexts (stores loaded now: a bad one stops the node here).
         self.tls_listeners = TlsListeners(config)
         self.registry = all_handlers(config)

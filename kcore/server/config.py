@@ -97,6 +97,7 @@ from kcore.properties import (  # re-exported: the server reads its files with t
     parse_properties,
 )
 from kcore.raft.config import parse_quorum_voters
+from kcore.replica.replica_selector import ReplicaSelectorClass
 from kcore.security.sasl_config import SASL_KEYS, sasl_listener_configs
 from kcore.security.tls_config import TLS_CONFIG_KEYS
 from kcore.server.listeners import (  # re-exported: part of the configuration's vocabulary
@@ -294,6 +295,9 @@ _KEYS = [
     _k("replica.fetch.backoff.ms", _I, 1000, _R0, "Follower pause after an error."),
     _k("replica.fetch.response.max.bytes", _I, 10485760, _R0, "Follower fetch response bytes."),
     _k("replica.lag.time.max.ms", _L, 30000, None, "A follower this far behind leaves the ISR."),
+    _k("replica.selector.class", _S, None, ReplicaSelectorClass(),
+       "Fetch from followers (KIP-392): org.apache.kafka.common.replica.RackAwareReplicaSelector "
+       "(or LeaderSelector); unset: consumers fetch from the leader only."),
     _k("replica.socket.timeout.ms", _I, 30000, None, "Follower socket timeout."),
     _k("replica.socket.receive.buffer.bytes", _I, 65536, None, "Follower SO_RCVBUF."),
     _k("replica.high.watermark.checkpoint.interval.ms", _L, 5000, None, "HW checkpoints."),

@@ -74,11 +74,13 @@ class EmbeddedCluster:
         data_dir: str | Path | None = None,
         admin: bool = False,
         extra_listeners: tuple[str, ...] = (),
+        node_config: Mapping[int, Mapping[str, str]] | None = None,
     ) -> None:
         """``admin=True`` gives every node an HTTP admin endpoint on a free loopback port
         (:attr:`admin_urls`), kept across :meth:`restart`. ``extra_listeners``: more
         ``NAME://host:port`` listeners of node 1 (an SSL one, say; ``config`` then maps their
-        names in ``listener.security.protocol.map``)."""
+        names in ``listener.security.protocol.map``). ``node_config``: node id -> settings of
+        that node alone, over ``config`` (``broker.rack``, say)."""
         if brokers < 1:
             raise ValueError(f"an EmbeddedCluster needs at least one broker, not {brokers}")
         self._own_dir = data_dir is None
@@ -89,6 +91,7 @@ class EmbeddedCluster:
         self.controller_port = ports[brokers]
         self.admin_ports = ports[brokers + 1 :]
         self._overrides = dict(config or {})
+        self._node_overrides = {n: dict(c) for n, c in (node_config or {}).items()}
         self._extra_listeners = tuple(extra_listeners)
         self.brokers: list[Any] = []  # the running nodes, node 1 first
         self._thread: threading.Thread | None = None
@@ -125,7 +128,7 @@ class EmbeddedCluster:
 
     def broker_config(self, node_id: int = 1) -> BrokerConfig:
         """The configuration of node ``node_id`` (1 to ``brokers``); the cluster's ``config``
-        overrides every node's."""
+        overrides every node's, and ``node_config`` this node's."""
         port = self.ports[node_id - 1]
         props = {
             "node.id": str(node_id),
@@ -151,6 +154,7 @@ class EmbeddedCluster:
         if self.admin_ports:
             props["admin.listeners"] = f"http://127.0.0.1:{self.admin_ports[node_id - 1]}"
         props.update(self._overrides)
+        props.update(self._node_overrides.get(node_id, {}))
         return BrokerConfig(props)
 
     def _node_configs(self) -> list[BrokerConfig]:

@@ -26,6 +26,7 @@ from kcore.record.control import read_control_record
 from kcore.testing import EmbeddedCluster
 
 from .batches import produce_request, producer_batch
+from .fetch_requests import fetch_request
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -173,30 +174,6 @@ async def test_transactional_produce_needs_write_on_the_transactional_id(
     assert await _produce(client, topic, producer_batch([b"y"], pid=5001, epoch=0, sequence=0)) == 0
 
 
-def _fetch_request(topic, topic_id, replica_id=-1) -> m.FetchRequest:
-    F = m.FetchRequest
-    return F(
-        replica_id=replica_id,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F.FetchTopic(
-                topic=topic,
-                topic_id=topic_id,
-                partitions=[
-                    F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
 def _fetched(resp) -> tuple[int, int]:
     p = resp.responses[0].partitions[0]
     return p.error_code, len(bytes(p.records or b""))
@@ -211,15 +188,15 @@ async def test_fetch_needs_read_on_the_topic_and_a_follower_cluster_action(
     assert await _produce(client, topic, producer_batch([b"x"])) == 0
     topic_id = cluster.broker.metadata_image.topics.by_name[topic].topic_id
     authorizer.deny((Op.READ, Rt.TOPIC, topic))
-    resp = await client.request("any", _fetch_request(topic, topic_id), version=12)
+    resp = await client.request("any", fetch_request(topic, topic_id), version=12)
     assert _fetched(resp) == (E.TOPIC_AUTHORIZATION_FAILED, 0)
     authorizer.allow_all()
-    resp = await client.request("any", _fetch_request(topic, topic_id), version=12)
+    resp = await client.request("any", fetch_request(topic, topic_id), version=12)
     error, size = _fetched(resp)
     assert error == 0 and size > 0
     # A follower's fetch (replica id >= 0) needs CLUSTER_ACTION, not READ.
     authorizer.deny((Op.CLUSTER_ACTION, Rt.CLUSTER, CLUSTER))
-    resp = await client.request("any", _fetch_request(topic, topic_id, replica_id=7), version=12)
+    resp = await client.request("any", fetch_request(topic, topic_id, replica_id=7), version=12)
     assert _fetched(resp)[0] == E.TOPIC_AUTHORIZATION_FAILED
 
 

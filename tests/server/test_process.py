@@ -130,6 +130,19 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
+def run_refused(args: list[str], timeout: float = 30) -> tuple[int, str]:
+    """Run a command that should refuse to start: (its exit code, its stderr). One that is
+    still running after ``timeout`` (it started serving: the refusal is missing) is killed."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            _, err = proc.communicate()
+    return proc.returncode, err
+
+
 @pytest.mark.parametrize("command", ["server", "format"])
 def test_process_sasl_ssl_listener_is_refused_at_start_with_one_line(tmp_path, command):
     """Issue #12 part 1: kcore used to serve this listener as plaintext, unauthenticated."""
@@ -151,14 +164,8 @@ def test_process_sasl_ssl_listener_is_refused_at_start_with_one_line(tmp_path, c
         "--override",
         f"log.dirs={data}",
     ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:  # it started serving: the refusal is missing
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode != 0
+    returncode, err = run_refused(args)
+    assert returncode != 0
     errors = [line for line in err.splitlines() if not line.startswith("[")]  # log lines
     assert errors == [
         f"kcore {command}: {'invalid configuration: ' if command == 'server' else ''}"

@@ -13,8 +13,15 @@ One request, in Kafka's order of decisions:
    contradicts gets the diverging epoch instead of records (the fetcher truncates, then fetches
    again). A follower's fetch (``replica_id >= 0``) reports its position: the leader's HW and
    ISR move with it (``kcore.replica.isr``).
-3. If fewer than ``min.bytes`` are available and no partition had an error, the request waits in
-   the purgatory until an append to one of its partitions or ``max.wait.ms``, and reads again.
+   Fetch from followers (KIP-392): a consumer's Fetch v11+ may read from a follower, which
+   serves it up to the high watermark it knows (nothing from there to its log end offset,
+   OFFSET_OUT_OF_RANGE above it); on the leader, with ``replica.selector.class`` set, a
+   partition whose preferred read replica for the consumer's ``RackId`` is another broker
+   answers that broker's id and no records (``kcore.replica.replica_selector``). A partition
+   that exists but has no replica here answers NOT_LEADER_OR_FOLLOWER, as Kafka's.
+3. If fewer than ``min.bytes`` are available and no partition had an error, a diverging epoch
+   or a preferred read replica, the request waits in the purgatory until an append to one of
+   its partitions or ``max.wait.ms``, and reads again.
 4. The context builds the response (an incremental one carries only what changed).
 
 Authorization (with an authorizer, as Kafka's ``handleFetchRequest``): a follower's fetch
@@ -34,8 +41,10 @@ from kcore.metadata.acls import AclOperation, ResourceType
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.partition import FetchParams
+from kcore.replica.replica_selector import preferred_read_replica, read_replica_candidates
 from kcore.server import authz
 from kcore.server.fetch_session import error_partition_data, replica_id_of
+from kcore.server.handlers.metadata import brokers_on_listener
 from kcore.server.registry import HandlerRegistry
 from kcore.server.request_metrics import FETCH_KEY
 
@@ -48,14 +57,75 @@ def _isolation(replica_id: int, isolation_level: int) -> FetchIsolation:
     return FetchIsolation.TXN_COMMITTED if isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
 
 
+class _ReadReplicas:
+    """KIP-392 for one consumer's Fetch v11+: the preferred read replica of each partition this
+    broker leads (``kcore.replica.replica_selector``), the brokers' racks looked up once."""
+
+    def __init__(self, broker, selector, client_rack: str, listener_name: str) -> None:
+        self.broker = broker
+        self.selector = selector
+        self.client_rack = client_rack
+        self.listener_name = listener_name
+        self._racks: dict[int, str | None] | None = None
+
+    def preferred(self, partition, fetch_offset: int, now_ms: int) -> int | None:
+        if self.selector is None or not partition.is_leader or partition.isr_state is None:
+            return None
+        if self._racks is None:
+            image = self.broker.metadata_image
+            self._racks = {
+                node_id: rack
+                for node_id, _, _, rack in brokers_on_listener(image, self.listener_name)
+            }
+        candidates, leader = read_replica_candidates(
+            leader=partition.node_id,
+            leader_log_end_offset=partition.log_end_offset,
+            isr=partition.committed_isr,
+            followers=partition.isr_state.followers,
+            racks=self._racks,
+            fetch_offset=fetch_offset,
+            now_ms=now_ms,
+        )
+        return preferred_read_replica(self.selector, self.client_rack, candidates, leader)
+
+
+def _redirect(partition, fp, preferred: int) -> PD:
+    """The leader's answer naming another replica to read from: offsets, no records (Kafka
+    reads nothing; the epoch checks still apply, as its ``fetchOffsetSnapshot``'s do)."""
+    partition.check_leader_epoch(fp.current_leader_epoch, require_leader=False)
+    return PD(
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.last_stable_offset,
+        log_start_offset=partition.log_start_offset,
+        aborted_transactions=None,
+        preferred_read_replica=preferred,
+        records=b"",
+    )
+
+
 def _read_partition(
-    replicas, tp, fp, isolation, replica_id, budget, first_with_data, replica_epoch=-1
+    broker,
+    tp,
+    fp,
+    isolation,
+    replica_id,
+    budget,
+    first_with_data,
+    replica_epoch=-1,
+    read_replicas: _ReadReplicas | None = None,
 ):
     """Read one partition; returns (PartitionData, bytes read)."""
+    replicas = broker.replica_manager
     try:
+        now_ms = int(time.time() * 1000)
+        if read_replicas is not None:
+            partition = replicas.partition_or_error(tp.topic, tp.partition)
+            preferred = read_replicas.preferred(partition, fp.fetch_offset, now_ms)
+            if preferred is not None:
+                return _redirect(partition, fp, preferred), 0
         params = FetchParams(
             replica_epoch=replica_epoch,
-            now_ms=int(time.time() * 1000),
+            now_ms=now_ms,
             fetch_offset=fp.fetch_offset,
             max_bytes=max(min(fp.partition_max_bytes, budget), 0),
             isolation=isolation,
@@ -63,6 +133,8 @@ def _read_partition(
             last_fetched_epoch=fp.last_fetched_epoch,
             replica_id=replica_id,
             min_one_batch=first_with_data,
+            log_start_offset=fp.log_start_offset,
+            fetch_only_leader=read_replicas is None,
         )
         result = replicas.fetch(tp.topic, tp.partition, params)
         data = PD(
@@ -93,12 +165,23 @@ def _read_partition(
             ]
         return data, size
     except KafkaError as e:
-        data = error_partition_data(tp.partition, e.code)
-        if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+        code = e.code
+        registration = None
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            # Kafka's getPartitionOrError: a partition that exists but has no replica here is
+            # NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata (a consumer sent to a
+            # follower that a reassignment then removed goes back to the leader).
+            topic = broker.metadata_image.topics.by_name.get(tp.topic)
+            registration = None if topic is None else topic.partitions.get(tp.partition)
+            if registration is not None:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        data = error_partition_data(tp.partition, code)
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
             partition = replicas.partitions.get((tp.topic, tp.partition))
-            if partition is not None:
+            state = partition.state if partition is not None else registration
+            if state is not None:
                 data.current_leader = m.FetchResponse.LeaderIdAndEpoch(
-                    leader_id=partition.state.leader, leader_epoch=partition.state.leader_epoch
+                    leader_id=state.leader, leader_epoch=state.leader_epoch
                 )
         return data, 0
 
@@ -109,7 +192,6 @@ def register(registry: HandlerRegistry) -> None:
     @registry.register(1, 0, 17)
     async def fetch(ctx, body: m.FetchRequest):
         broker = ctx.server
-        replicas = broker.replica_manager
         version = ctx.version
         fctx = broker.fetch_manager.new_context(
             body, version, now_ms=int(time.time() * 1000), topic_name=broker.topic_name_by_id
@@ -120,24 +202,31 @@ def register(registry: HandlerRegistry) -> None:
         max_bytes = body.max_bytes if version >= 3 else 2**31 - 1
         deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
         readable = _readable_topics(ctx, fctx, replica_id)
+        # A consumer's Fetch v11+ carries its rack (KIP-392): it may be sent to, and served
+        # by, a follower. Older consumers and followers read from the leader only.
+        read_replicas = None
+        if replica_id < 0 and version >= 11:
+            read_replicas = _ReadReplicas(
+                broker, broker.replica_selector, body.rack_id, ctx.listener_name
+            )
         while True:
             updates = {}
             sizes: dict[str, int] = {}  # bytes read per topic (this round's: the one answered)
             total = 0
-            errors = False
+            answer_now = False
             for tp, fp in fctx.partitions():
                 if tp.topic is None:
                     updates[tp] = error_partition_data(tp.partition, ErrorCode.UNKNOWN_TOPIC_ID)
-                    errors = True
+                    answer_now = True
                     continue
                 if readable is not None and tp.topic not in readable:
                     updates[tp] = error_partition_data(
                         tp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     )
-                    errors = True
+                    answer_now = True
                     continue
                 data, size = _read_partition(
-                    replicas,
+                    broker,
                     tp,
                     fp,
                     isolation,
@@ -145,18 +234,26 @@ def register(registry: HandlerRegistry) -> None:
                     max_bytes - total,
                     total == 0,
                     replica_epoch,
+                    read_replicas,
                 )
-                errors = errors or data.error_code != 0 or data.diverging_epoch.epoch != -1
+                # Answered at once, as Kafka's fetchMessages: an error, a diverging epoch, or a
+                # preferred read replica (the consumer should go there, not wait here).
+                answer_now = (
+                    answer_now
+                    or data.error_code != 0
+                    or data.diverging_epoch.epoch != -1
+                    or data.preferred_read_replica >= 0
+                )
                 updates[tp] = data
                 if size:
                     total += size
                     sizes[tp.topic] = sizes.get(tp.topic, 0) + size
             remaining = deadline - trio.current_time()
-            if total >= body.min_bytes or errors or remaining <= 0 or not updates:
+            if total >= body.min_bytes or answer_now or remaining <= 0 or not updates:
                 break
             keys = [(tp.topic, tp.partition) for tp in updates]
             await broker.purgatory.wait(keys, remaining)
-        _count(broker, updates, sizes, follower=replica_id >= 0, errors=errors)
+        _count(broker, updates, sizes, follower=replica_id >= 0, errors=answer_now)
         return fctx.update_and_generate_response(updates, now_ms=int(time.time() * 1000))
 
 
