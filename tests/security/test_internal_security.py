@@ -251,3 +251,45 @@ def test_a_node_with_a_wrong_inter_broker_password_does_not_join(cluster, pki, c
     cluster._call(stop)
     _wait(lambda: outcome, "node 4 to stop")
     assert outcome == [None]
+
+
+def test_follower_fetchers_reauthenticate_on_the_inter_broker_listener(pki):
+    """KIP-368 on the internal connections: the INTERNAL listener ends SCRAM sessions after
+    2 s; the followers keep their fetch connections open for several lifetimes by logging in
+    again on them, and every acks=all record is acknowledged."""
+    from confluent_kafka import Producer
+
+    lifetime_ms = 2000
+    reauth = {
+        "listener.name.internal.scram-sha-256.connections.max.reauth.ms": str(lifetime_ms),
+        # The long poll must end well before the session does: the next request re-logs in.
+        "replica.fetch.wait.max.ms": "100",
+    }
+    nodes = {n: reauth for n in (1, 2)}
+    with InternalSecureCluster(pki, 2, node_config=nodes) as c:
+        topic = f"isec-reauth-{uuid.uuid4().hex[:8]}"
+        c.create_topic(topic, partitions=1, replication_factor=2)
+        _wait(lambda: len(registration(c, (topic, 0)).isr) == 2, "a full ISR")
+        leader = registration(c, (topic, 0)).leader
+        follower = c.node(3 - leader)
+
+        def fetch_connections():
+            fetchers = follower.replica_fetchers.manager.fetchers.values()
+            return [f.endpoint._conn for f in fetchers if f.endpoint._conn is not None]
+
+        _wait(fetch_connections, "the follower's fetch connection")
+        first = fetch_connections()
+        producer = Producer(c.client_conf(acks="all"))
+        errors = []
+        end = time.monotonic() + 3 * lifetime_ms / 1000
+        sent = 0
+        while time.monotonic() < end:
+            producer.produce(topic, value=b"%d" % sent, on_delivery=lambda e, _: errors.append(e))
+            producer.poll(0)
+            sent += 1
+            time.sleep(0.05)
+        assert producer.flush(60) == 0
+        assert errors == [None] * sent
+        now = fetch_connections()
+        assert now == first and not now[0].closed  # the same connection all along
+        assert now[0].reauthentications >= 2
