@@ -10,11 +10,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from kcore.client import BrokerConnection, ClientError
-from kcore.protocol import messages as m
-from kcore.testing.processes import ProcessCluster, ServerProcess
+from kcore.testing.processes import ProcessCluster, ServerProcess, run_then_kill
 from tests.security.conftest import make_pki
-from tests.server.test_quorum_processes import _create_topic, _wait_for_topics
+from tests.server.test_quorum_processes import (
+    _create_topic,
+    _wait_for_topics,
+    describe_quorum_at,
+)
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -43,21 +45,8 @@ def _config(pki) -> dict[str, str]:
 async def _leader(node: ServerProcess) -> tuple[int, int] | None:
     """(leader, epoch) from DescribeQuorum through ``node``'s client listener (forwarded to
     the quorum leader over the secured controller listener)."""
-    D = m.DescribeQuorumRequest
-    request = D(
-        topics=[D.TopicData(topic_name="__cluster_metadata", partitions=[D.PartitionData()])]
-    )
-    try:
-        async with await BrokerConnection.connect(
-            "127.0.0.1", node.port, connect_timeout=2.0, request_timeout=5.0
-        ) as conn:
-            response = await conn.request(request)
-    except ClientError:
-        return None
-    if response.error_code or not response.topics:
-        return None
-    part = response.topics[0].partitions[0]
-    return None if part.error_code or part.leader_id < 0 else (part.leader_id, part.leader_epoch)
+    answer = await describe_quorum_at(node.port)
+    return None if answer is None else answer[:2]
 
 
 async def _wait_for_leader(nodes, timeout: float, not_: int | None = None) -> tuple[int, int]:
@@ -92,14 +81,6 @@ def test_a_quorum_of_processes_over_sasl_ssl_elects_replicates_and_fails_over(tm
         for node in survivors:
             await _wait_for_topics(node, {"over-sasl-ssl", "after-failover"}, 30)
 
-    try:
-        trio.run(main)
-    except BaseException:
-        for node in nodes.values():
-            print(f"--- node {node.node_id} ---\n{node.output()[-4000:]}")
-        raise
-    finally:
-        for node in nodes.values():
-            node.kill()
+    run_then_kill(nodes.values(), main)
     for node in nodes.values():  # the nodes talked TLS and SASL: no plaintext fallback logged
         assert "authentication to" not in node.output()
