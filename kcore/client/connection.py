@@ -38,6 +38,12 @@ carrying the request's correlation id. That makes the client side a queue:
   fails **every** in-flight request at once with :class:`ConnectionLost` (or its subclass
   :class:`ProtocolError`) and closes the socket; later requests fail at once. Nobody hangs.
 
+* SASL re-authentication (KIP-368): when the broker's last SaslAuthenticate answer gave the
+  session a lifetime, the first request sent after 85-95 % of it first logs in again on the same
+  connection (SaslHandshake + SaslAuthenticate, under the writer lock so that nothing goes out
+  between them); requests already in flight are answered before it, in order, as usual. An idle
+  connection does nothing: the broker closes only a connection whose next request is late.
+
 Version negotiation (:meth:`BrokerConnection.connect`) follows Kafka's clients (KIP-511): send
 ApiVersions at the highest version the codec knows; a broker that does not know it answers with
 a **v0** body carrying UNSUPPORTED_VERSION (35) and its own ApiVersions range, and the client
@@ -332,7 +338,8 @@ class BrokerConnection:
     Attributes: ``host``, ``port``; ``api_versions`` — the broker's ``{api_key: (min, max)}``;
     ``api_versions_response`` and ``api_versions_version`` — the ApiVersions answer and the
     version it was asked at; ``request_timeout`` — the default per-request timeout (seconds,
-    ``None`` for none).
+    ``None`` for none); ``reauthenticate_at`` — when (Trio time) the next request logs in again
+    (KIP-368; ``None``: never), ``reauthentications`` — how many times it did.
     """
 
     def __init__(
