@@ -38,6 +38,12 @@ carrying the request's correlation id. That makes the client side a queue:
   fails **every** in-flight request at once with :class:`ConnectionLost` (or its subclass
   :class:`ProtocolError`) and closes the socket; later requests fail at once. Nobody hangs.
 
+* SASL re-authentication (KIP-368): when the broker's last SaslAuthenticate answer gave the
+  session a lifetime, the first request sent after 85-95 % of it first logs in again on the same
+  connection (SaslHandshake + SaslAuthenticate, under the writer lock so that nothing goes out
+  between them); requests already in flight are answered before it, in order, as usual. An idle
+  connection does nothing: the broker closes only a connection whose next request is late.
+
 Version negotiation (:meth:`BrokerConnection.connect`) follows Kafka's clients (KIP-511): send
 ApiVersions at the highest version the codec knows; a broker that does not know it answers with
 a **v0** body carrying UNSUPPORTED_VERSION (35) and its own ApiVersions range, and the client
@@ -73,7 +79,12 @@ from kcore.protocol.errors import KafkaError
 from kcore.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kcore.protocol.messages import Message
 from kcore.protocol.primitives import INT16, INT32
-from kcore.security.sasl_client import SaslClientError, SaslClientExchange, SaslClientSettings
+from kcore.security.sasl_client import (
+    SaslClientError,
+    SaslClientExchange,
+    SaslClientSettings,
+    reauthentication_delay_ms,
+)
 
 __all__ = [
     "BrokerConnection",
@@ -327,7 +338,8 @@ class BrokerConnection:
     Attributes: ``host``, ``port``; ``api_versions`` — the broker's ``{api_key: (min, max)}``;
     ``api_versions_response`` and ``api_versions_version`` — the ApiVersions answer and the
     version it was asked at; ``request_timeout`` — the default per-request timeout (seconds,
-    ``None`` for none).
+    ``None`` for none); ``reauthenticate_at`` — when (Trio time) the next request logs in again
+    (KIP-368; ``None``: never), ``reauthentications`` — how many times it did.
     """
 
     def __init__(
@@ -352,6 +364,11 @@ class BrokerConnection:
         self._pending: dict[int, _Pending] = {}  # correlation id -> live waiter, oldest first
         self._reading = False  # some waiter is the reader
         self._error: ConnectionLost | None = None
+        # KIP-368: the login to repeat, and when (trio time), once the broker gave the session
+        # a lifetime; no re-authentication is due while it is None.
+        self._sasl: SaslClientSettings | None = None
+        self.reauthenticate_at: float | None = None
+        self.reauthentications = 0
 
     # -- opening -------------------------------------------------------------------------
 
@@ -441,12 +458,12 @@ class BrokerConnection:
         self.api_versions_response = response
         self.api_versions_version = version
 
-    async def _authenticate(self, sasl: SaslClientSettings) -> None:
-        """The SASL exchange, right after ApiVersions (the broker serves nothing else before
-        it). The session lifetime the broker may answer (KIP-368) is not acted on: kcore's
-        tools are short-lived, and a connection the broker closes at expiry is reopened."""
+    async def _authenticate(self, sasl: SaslClientSettings, *, locked: bool = False) -> None:
+        """The SASL exchange: right after ApiVersions (the broker serves nothing else before
+        it), and again on the same connection before the session the broker answered expires
+        (KIP-368, :meth:`_reauthenticate`; ``locked``: the caller holds the send lock)."""
         handshake = await self._roundtrip(
-            APIS[17], 1, m.SaslHandshakeRequest(mechanism=sasl.mechanism), True
+            APIS[17], 1, m.SaslHandshakeRequest(mechanism=sasl.mechanism), True, locked=locked
         )
         if handshake.error_code:
             raise AuthenticationFailed(
@@ -459,7 +476,7 @@ class BrokerConnection:
         version = min(self.api_versions.get(36, (0, 0))[1], APIS[36].max_version)
         while token is not None:
             response = await self._roundtrip(
-                APIS[36], version, m.SaslAuthenticateRequest(auth_bytes=token), True
+                APIS[36], version, m.SaslAuthenticateRequest(auth_bytes=token), True, locked=locked
             )
             if response.error_code:
                 raise AuthenticationFailed(
@@ -470,6 +487,35 @@ class BrokerConnection:
                 token = exchange.evaluate(bytes(response.auth_bytes))
             except SaslClientError as e:
                 raise AuthenticationFailed(f"{self.address}: {e}") from None
+        self._sasl = sasl
+        delay_ms = reauthentication_delay_ms(getattr(response, "session_lifetime_ms", 0) or 0)
+        self.reauthenticate_at = None if delay_ms is None else trio.current_time() + delay_ms / 1000
+
+    async def _reauthenticate(self) -> None:
+        """Log in again on this connection (KIP-368). The send lock is held throughout, so no
+        request goes out between the SASL frames; requests already in flight are answered
+        first (the broker answers in order) and reach their callers as usual. Shielded and
+        bounded by the request timeout: an exchange cut in half would leave the session in
+        the broker's re-authentication state. A refused login fails the connection."""
+        async with self._send_lock:
+            if self.reauthenticate_at is None or trio.current_time() < self.reauthenticate_at:
+                return  # another task did it while this one waited for the lock
+            self.reauthenticate_at = None
+            limit = self.request_timeout
+            with trio.CancelScope(shield=True) as scope:
+                if limit is not None:
+                    scope.deadline = trio.current_time() + limit
+                try:
+                    await self._authenticate(self._sasl, locked=True)
+                except AuthenticationFailed as e:
+                    await self._fail(ConnectionLost(f"re-authentication failed: {e}"))
+                    raise _fresh(self._error) from e
+            if scope.cancelled_caught:
+                await self._fail(
+                    ConnectionLost(f"re-authenticating to {self.address} took over {limit} s")
+                )
+                raise _fresh(self._error)
+            self.reauthentications += 1
 
     # -- versions ------------------------------------------------------------------------
 
@@ -536,23 +582,38 @@ class BrokerConnection:
         if timeout is _DEFAULT:
             timeout = self.request_timeout
         with trio.move_on_after(math.inf if timeout is None else timeout):
+            due = self.reauthenticate_at
+            if due is not None and trio.current_time() >= due:
+                # Before this request, not after: the broker closes a connection whose next
+                # request comes after the session's end (checked when it is sent, as Kafka's
+                # clients do, so an idle connection costs nothing).
+                await self._reauthenticate()
             return await self._roundtrip(api, version, body, expects_response(api.key, body))
         raise RequestTimeout(
             f"{api.name} v{version} to {self.address}: no response within {timeout} s"
         )
 
-    async def _roundtrip(self, api: Api, version: int, body: Message, expect: bool) -> Any:
+    async def _roundtrip(
+        self, api: Api, version: int, body: Message, expect: bool, *, locked: bool = False
+    ) -> Any:
         self._check_open()
-        async with self._send_lock:
-            self._check_open()
-            entry, frame, expect = self._core.send_request(body, version, expect_response=expect)
-            pending = None
-            if expect:
-                pending = self._pending[entry.correlation_id] = _Pending(entry)
-            await self._send(frame)
+        if locked:  # the caller holds the send lock (re-authentication)
+            pending = await self._send_request(body, version, expect)
+        else:
+            async with self._send_lock:
+                pending = await self._send_request(body, version, expect)
         if pending is None:
             return None
         return await self._wait(pending)
+
+    async def _send_request(self, body: Message, version: int, expect: bool) -> _Pending | None:
+        self._check_open()
+        entry, frame, expect = self._core.send_request(body, version, expect_response=expect)
+        pending = None
+        if expect:
+            pending = self._pending[entry.correlation_id] = _Pending(entry)
+        await self._send(frame)
+        return pending
 
     async def _send(self, frame: bytes) -> None:
         # Shielded: a frame cut in half would corrupt the stream for every other request.

@@ -228,6 +228,9 @@ class RaftDriver:
         self.snapshots: FileSnapshotStore | None = None
         self._qfile = QuorumStateFile(self.directory / QUORUM_STATE_FILE)
         self._transport: PeerTransport | None = None
+        # How to connect to the other voters' controller listeners (TLS, SASL), set by the
+        # node before run(): BrokerConnection.connect's ssl_context= and sasl=.
+        self.connect_options: dict[str, Any] = {}
         self._running = False
         self._stopped = trio.Event()
         self._wake = trio.Event()
@@ -345,6 +348,7 @@ class RaftDriver:
                     on_failure=self._on_failure,
                     request_timeout_s=self.config.request_timeout_ms / 1000,
                     connect_timeout_s=self.config.request_timeout_ms / 1000,
+                    connect_options=self.connect_options,
                 )
                 await nursery.start(self._transport.run)
                 self._running = True

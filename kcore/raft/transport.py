@@ -33,11 +33,12 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
 from kcore.client.connection import BrokerConnection, api_of
-from kcore.client.errors import ClientError, UnsupportedVersionError
+from kcore.client.errors import AuthenticationFailed, ClientError, UnsupportedVersionError
 from kcore.protocol import messages as m
 from kcore.protocol.messages import Message
 from kcore.raft import rpc
@@ -95,12 +96,24 @@ class _Peer:
                 client_id=t.client_id,
                 connect_timeout=t.connect_timeout_s,
                 request_timeout=t.request_timeout_s,
+                **t.connect_options,
             )
         except (ClientError, OSError) as e:
             self.failures += 1
             pause = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** min(self.failures - 1, 10))
             self.resting_until = trio.current_time() + pause * random.uniform(0.8, 1.2)
-            log.debug("raft: cannot reach voter %d at %s: %s", self.node_id, self.address, e)
+            if isinstance(e, AuthenticationFailed) and self.failures == 1:
+                # Retrying cannot help until the login changes: said once per failing streak,
+                # loudly, as Kafka's NetworkClient logs a failed authentication.
+                log.error(
+                    "raft: authentication to voter %d at %s failed, this node cannot join the "
+                    "quorum with its controller listener login: %s",
+                    self.node_id,
+                    self.address,
+                    e,
+                )
+            else:
+                log.debug("raft: cannot reach voter %d at %s: %s", self.node_id, self.address, e)
             return None
         if self.failures:
             log.info("raft: connected to voter %d at %s", self.node_id, self.address)
@@ -165,8 +178,12 @@ class PeerTransport:
         request_timeout_s: float,
         connect_timeout_s: float,
         client_id: str | None = None,
+        connect_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.node_id = node_id
+        # TLS and SASL of the controller listener, as the node connects to it (the server
+        # layer's rule, kcore/security/internal_security.py): ssl_context=, sasl=.
+        self.connect_options = dict(connect_options or {})
         self.on_response = on_response
         self.on_failure = on_failure
         self.request_timeout_s = request_timeout_s

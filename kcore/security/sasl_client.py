@@ -8,10 +8,17 @@ refused: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served) and ``sasl.jaas.conf
 refuses what kcore's client cannot honour with :class:`SaslClientError`. :class:`SaslClientExchange` then plays the client's half of one
 exchange over SaslHandshake v1 + SaslAuthenticate: :meth:`~SaslClientExchange.first_token`,
 then :meth:`~SaslClientExchange.evaluate` on each server token until it is ``complete``.
+
+Re-authentication (KIP-368): a broker with ``connections.max.reauth.ms`` answers the last
+SaslAuthenticate (v1+) with the session's lifetime and closes a connection whose next request
+comes after it. :func:`reauthentication_delay_ms` is when the client logs in again on the same
+connection: as Kafka's clients, at a random point between 85 % and 95 % of the lifetime, so the
+connections of many clients do not all re-authenticate at once.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,11 +36,23 @@ __all__ = [
     "SaslClientError",
     "SaslClientExchange",
     "SaslClientSettings",
+    "reauthentication_delay_ms",
     "sasl_client_settings",
 ]
 
 SASL_CLIENT_KEYS = ("security.protocol", "sasl.mechanism", "sasl.jaas.config")
 _SUPPORTED = (PLAIN_MECHANISM, *MECHANISMS)
+# Kafka's SaslClientAuthenticator: re-authenticate at 85 % of the lifetime plus up to 10 %.
+REAUTH_WINDOW = (0.85, 0.95)
+
+
+def reauthentication_delay_ms(session_lifetime_ms: int, rng: random.Random | None = None):
+    """How long after a successful login to re-authenticate (ms), or None when the broker set
+    no lifetime (``session_lifetime_ms`` 0, or SaslAuthenticate v0)."""
+    if session_lifetime_ms <= 0:
+        return None
+    low, high = REAUTH_WINDOW
+    return int(session_lifetime_ms * (low + (high - low) * (rng or random).random()))
 
 
 class SaslClientError(ValueError):

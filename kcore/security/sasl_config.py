@@ -19,8 +19,9 @@ Keys (Kafka's names and defaults; registered in :data:`kcore.server.config.BROKE
   has not authenticated yet (``socket.request.max.bytes`` applies after), so a stranger cannot
   make the broker buffer 100 MiB per connection; a larger size prefix closes the connection.
 * ``sasl.mechanism.inter.broker.protocol``, ``sasl.mechanism.controller.protocol`` (GSSAPI):
-  accepted, but a node whose inter-broker or controller listener is a SASL one refuses to start
-  (kcore's own connections do not authenticate yet).
+  the mechanism this node logs in with on a SASL inter-broker or controller listener, its
+  login the listener's ``sasl.jaas.config`` ``username``/``password``
+  (:mod:`kcore.security.internal_security`; GSSAPI and OAUTHBEARER are refused there).
 * A server callback handler (``sasl.server.callback.handler.class``, plain or prefixed) is
   refused: kcore has none to load.
 
@@ -68,9 +69,9 @@ SASL_KEYS: tuple[tuple[str, ConfigType, Any, Any, str], ...] = (
     ("sasl.server.max.receive.size", ConfigType.INT, 524288, Range(1),
      "Largest frame a SASL listener reads before the client authenticated."),
     ("sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI", None,
-     "SASL mechanism between brokers (a SASL inter-broker listener is refused for now)."),
+     "SASL mechanism this node logs in with on a SASL inter-broker listener."),
     ("sasl.mechanism.controller.protocol", ConfigType.STRING, "GSSAPI", None,
-     "SASL mechanism to the controllers (a SASL controller listener is refused for now)."),
+     "SASL mechanism this node logs in with on a SASL controller listener."),
 )  # fmt: skip
 
 
@@ -178,8 +179,8 @@ def sasl_listener_configs(
 ) -> Mapping[str, SaslListenerConfig]:
     """One :class:`SaslListenerConfig` per SASL listener of ``values["listeners"]``, by name.
     Raises :class:`InvalidConfigError` for what kcore cannot serve (see the module docstring)."""
-    # SASL on the inter-broker and controller listeners is refused with every other protocol
-    # there but PLAINTEXT, by kcore.server.listeners.refuse_unserved_security_protocols.
+    # The node's own logins on its inter-broker and controller listeners are checked by
+    # kcore.security.internal_security, once these are known.
     out = {
         listener.name: _listener_config(listener.name, values, raw)
         for listener in values["listeners"]

@@ -38,6 +38,7 @@ __all__ = [
     "CLIENT_SSL_KEYS",
     "TlsSettings",
     "build_client_context",
+    "client_context_of",
     "build_server_context",
     "keystore_identity",
     "listener_prefix",
@@ -428,7 +429,14 @@ def build_client_context(props: Mapping[str, str]) -> ssl.SSLContext:
     unknown = sorted(k for k in props if k.startswith("ssl.") and k not in CLIENT_SSL_KEYS)
     if unknown:
         raise InvalidConfigError(unknown[0], f"{unknown[0]} is not a client setting")
-    settings = resolve("", [props])
+    return client_context_of(resolve("", [props]))
+
+
+def client_context_of(settings: TlsSettings) -> ssl.SSLContext:
+    """The client SSLContext of resolved settings: a client's own (:func:`build_client_context`)
+    or a listener's, for the node's connections to that listener of its own cluster (Kafka's
+    inter-broker and controller clients use the listener's truststore, and its keystore as the
+    client certificate)."""
     _check_common(settings)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version, context.maximum_version = _versions(settings)

@@ -61,6 +61,7 @@ from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.replica.replica_manager import ReplicaManager
 from kcore.replica.replica_selector import build_replica_selector
+from kcore.security.internal_security import InternalSecurity
 from kcore.security.tls_transport import TlsListeners
 from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
@@ -187,6 +188,9 @@ class KafkaBroker:
         self.replica_selector = build_replica_selector(config.replica_selector_class)
         # SSL listeners: their contexts (stores loaded now: a bad one stops the node here).
         self.tls_listeners = TlsListeners(config)
+        # How this node connects to its cluster's inter-broker and controller listeners (the
+        # one rule every internal client follows; stores loaded now, as the listeners' are).
+        self.internal_security = InternalSecurity(config)
         self.registry = all_handlers(config)
         if config.is_controller:
             controller_apis.register(self.registry)  # forwarded controller requests
@@ -237,6 +241,7 @@ class KafkaBroker:
             self.quorum,
             config.controller_quorum_voters,
             local=self._submit_local if config.is_controller else None,
+            connect_options=self.internal_security.controller().connect_options(),
         )
         self.snapshotter = MetadataSnapshotter(
             self.quorum,

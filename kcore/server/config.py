@@ -45,11 +45,12 @@ Kafka has no defaults for the identity of a KRaft node; kcore's single-node quic
   ``kcore.replication.enable`` is set, kcore creates the topics with ``min(configured, 1)``
   replicas, logging once that it did, and caps ``transaction.state.log.min.isr`` at that
   factor. See :meth:`BrokerConfig.internal_topic_replication_factor`.
-* Security protocols: PLAINTEXT and SSL client listeners are served (``ssl.*`` keys:
-  kcore/security/tls_config.py). A node whose listeners map to SASL_PLAINTEXT or SASL_SSL, or
-  whose controller or inter-broker listener is not PLAINTEXT, refuses to start, naming the
-  listener and its protocol (Kafka would serve them; kcore cannot yet, issue #18). The map
-  itself accepts every protocol, so a Kafka file parses and the refusal is precise.
+* Security protocols: every listener, the controller and inter-broker ones included, serves
+  PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL (``ssl.*`` keys: kcore/security/tls_config.py,
+  SASL: kcore/security/sasl_config.py). The node's own logins on its inter-broker and
+  controller listeners (``sasl.mechanism.inter.broker.protocol``,
+  ``sasl.mechanism.controller.protocol``, the listener's ``sasl.jaas.config``) are checked here
+  (kcore/security/internal_security.py): Kafka's default GSSAPI is refused.
 * ``controller.listener.names`` items are upper-cased like listener names (Kafka compares them
   case-sensitively, so a lower-case entry is an error there).
 * ``--override key=value`` splits at the first ``=`` (Kafka refuses a value holding ``=``).
@@ -98,6 +99,7 @@ from kcore.properties import (  # re-exported: the server reads its files with t
 )
 from kcore.raft.config import parse_quorum_voters
 from kcore.replica.replica_selector import ReplicaSelectorClass
+from kcore.security.internal_security import check_internal_logins
 from kcore.security.sasl_config import SASL_KEYS, sasl_listener_configs
 from kcore.security.tls_config import TLS_CONFIG_KEYS
 from kcore.server.listeners import (  # re-exported: part of the configuration's vocabulary
@@ -109,7 +111,6 @@ from kcore.server.listeners import (  # re-exported: part of the configuration's
     parse_host_port,
     parse_listeners,
     parse_protocol_map,
-    refuse_unserved_security_protocols,
 )
 
 log = logging.getLogger(__name__)
@@ -810,15 +811,11 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
     _require(not v[BROKER_CONFIGS[key].attr] or v[BROKER_CONFIGS["kcore.replication.enable"].attr],
              key, f"{key}=true needs kcore.replication.enable=true: without it every partition "
              "has one replica, its leader, and there is no other replica to wait for.")  # fmt: skip
-    # After Kafka's rules, so a contradictory file gets Kafka's message first.
-    refuse_unserved_security_protocols(
-        v["listeners"],
-        controller_names,
-        v["listener_security_protocol_map"],
-        v["inter_broker_listener_name"] if BROKER in roles else None,
-    )
     validate_admin(v, raw)
     v["sasl_listeners"] = sasl_listener_configs(v, raw)  # SaslListenerConfig by listener name
+    # After Kafka's rules, so a contradictory file gets Kafka's message first: the logins of
+    # this node on its cluster's inter-broker and controller listeners.
+    check_internal_logins(v, raw, BROKER in roles)
 
 
 def _effective_text(values: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, str]:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import trio
 
 from kcore.client.connection import BrokerConnection
-from kcore.client.errors import ClientError
+from kcore.client.errors import AuthenticationFailed, ClientError
 from kcore.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -177,14 +177,18 @@ class ControllerChannel:
         *,
         local: Callable[[Callable[[Any, int], Any]], Any] | None = None,
         timeout_s: float = FORWARD_TIMEOUT_S,
+        connect_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.node_id = node_id
+        # TLS and SASL of the controller listener (kcore.security.internal_security).
+        self.connect_options = dict(connect_options or {})
         self.quorum = quorum
         self.addresses = {v.id: (v.host, v.port) for v in voters}
         self.local = local
         self.timeout_s = timeout_s
         self._connections: dict[int, BrokerConnection] = {}
         self._connect_lock = trio.Lock()
+        self._refused: set[int] = set()  # controllers that refused this node's login
 
     async def call(
         self, operation: Callable[[Any, int], Any], *, timeout_s: float | None = None
@@ -254,13 +258,26 @@ class ControllerChannel:
             if conn is not None and not conn.closed:
                 return conn
             host, port = self.addresses[node]
-            conn = await BrokerConnection.connect(
-                host,
-                port,
-                client_id=f"kcore-node-{self.node_id}-controller-channel",
-                connect_timeout=CONNECT_TIMEOUT_S,
-                request_timeout=REQUEST_TIMEOUT_S,
-            )
+            try:
+                conn = await BrokerConnection.connect(
+                    host,
+                    port,
+                    client_id=f"kcore-node-{self.node_id}-controller-channel",
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                    request_timeout=REQUEST_TIMEOUT_S,
+                    **self.connect_options,
+                )
+            except AuthenticationFailed as e:
+                if node not in self._refused:  # once until it succeeds: retries cannot help
+                    self._refused.add(node)
+                    log.error(
+                        "authentication to controller %d failed, this node cannot register "
+                        "or heartbeat with its controller listener login: %s",
+                        node,
+                        e,
+                    )
+                raise
+            self._refused.discard(node)
             self._connections[node] = conn
             return conn
 

@@ -11,14 +11,8 @@ from typing import NamedTuple
 from kcore.log.config import InvalidConfigError, invalid_value
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# What kcore can serve today. The other protocols parse (a Kafka server.properties keeps its
-# meaning) but a node using one where kcore cannot serve it refuses to start: serving TLS or
-# SASL listeners as plaintext would hand an operator who asked for them nothing.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# The controller and inter-broker listeners: kcore's own clients (the Raft transport, the
-# controller channel, the mirror sync) connect to them in plaintext, so they stay PLAINTEXT
-# until inter-broker and controller security is built.
-INTERNAL_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# Every listener serves all four, the controller and inter-broker ones too: kcore's own clients
+# connect to those with the listener's protocol (kcore/security/internal_security.py).
 
 
 class Listener(NamedTuple):
@@ -104,48 +98,6 @@ def check_distinct_ports(key: str, listeners: list[Listener], items: tuple[str, 
                 f"IPv4 address and the other IPv6 address, listeners: {','.join(items)}, "
                 f"port: {port}",
             )
-
-
-def refuse_unserved_security_protocols(
-    listeners: tuple[Listener, ...],
-    controller_names: tuple[str, ...],
-    protocols: Mapping[str, str],
-    inter_broker_listener: str | None = None,
-) -> None:
-    """Raise :class:`InvalidConfigError` for the first listener this node would use with a
-    security protocol kcore does not serve there, naming the listener and its protocol in one
-    line.
-
-    Checked: every listener the node binds (``listeners``): a client listener against
-    :data:`SERVED_SECURITY_PROTOCOLS`, a controller or the inter-broker listener against
-    :data:`INTERNAL_SECURITY_PROTOCOLS`; then the controller listeners a broker-only node
-    connects to (``controller.listener.names``). The inter-broker listener needs no check of
-    its own: Kafka's rules, applied first, make it one of ``listeners``.
-    """
-
-    def refuse(key: str, what: str, protocol: str, internal: bool) -> None:
-        served = ", ".join(INTERNAL_SECURITY_PROTOCOLS if internal else SERVED_SECURITY_PROTOCOLS)
-        until = (
-            f"only {served} controller and inter-broker listeners can be served until "
-            "controller and inter-broker security are implemented"
-            if internal
-            else f"only {served} client listeners can be served"
-        )
-        raise InvalidConfigError(
-            key,
-            f"{what} uses security protocol {protocol}, which kcore does not support yet: "
-            f"{until} (issue #18)",
-        )
-
-    for listener in listeners:
-        internal = listener.name in controller_names or listener.name == inter_broker_listener
-        served = INTERNAL_SECURITY_PROTOCOLS if internal else SERVED_SECURITY_PROTOCOLS
-        if listener.security_protocol not in served:
-            refuse("listeners", f"Listener {listener}", listener.security_protocol, internal)
-    for name in controller_names:
-        protocol = protocols.get(name)
-        if protocol is not None and protocol not in INTERNAL_SECURITY_PROTOCOLS:
-            refuse("controller.listener.names", f"Controller listener {name}", protocol, True)
 
 
 def parse_protocol_map(items: tuple[str, ...]) -> dict[str, str]:

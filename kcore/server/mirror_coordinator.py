@@ -280,4 +280,7 @@ def inter_broker_client(broker, client_id: str, **options) -> KafkaClient:
         raise KafkaError(
             ErrorCode.COORDINATOR_NOT_AVAILABLE, f"this broker has no {listener} endpoint"
         )
-    return KafkaClient([f"{endpoint.host}:{endpoint.port}"], client_id=client_id, **options)
+    security = broker.internal_security.inter_broker().connect_options()
+    return KafkaClient(
+        [f"{endpoint.host}:{endpoint.port}"], client_id=client_id, **security, **options
+    )

@@ -5,8 +5,8 @@ One :class:`KafkaClient` per peer, bootstrapped on that peer's address alone and
 for metadata, so its ``"any"`` target is that broker: what a broker uses to send a request to
 a given node (transaction markers to a partition's leader, the admin endpoint's
 DescribeClusterMirrors to the leaders of a mirror's partitions). A peer that re-registers on
-another address gets a new client. Requests go out as this node (the inter-broker listener
-is PLAINTEXT, :data:`kcore.server.listeners.INTERNAL_SECURITY_PROTOCOLS`).
+another address gets a new client. Requests go out as this node: the inter-broker listener's
+protocol with the node's login (:mod:`kcore.security.internal_security`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,10 @@ class PeerClients:
         if known is not None:
             await known[1].aclose()
         client = KafkaClient(
-            [f"{endpoint.host}:{endpoint.port}"], client_id=self.client_id, **self.options
+            [f"{endpoint.host}:{endpoint.port}"],
+            client_id=self.client_id,
+            **self.broker.internal_security.inter_broker().connect_options(),
+            **self.options,
         )
         self._clients[node] = (address, client)
         return client

@@ -97,7 +97,10 @@ class FollowerLeaderEndpoint(ListOffsetsMixin):
                 f"broker {self.leader_id} has no {listener} endpoint registered",
             )
         self._conn = await BrokerConnection.connect(
-            endpoint.host, endpoint.port, client_id=self.client_id
+            endpoint.host,
+            endpoint.port,
+            client_id=self.client_id,
+            **self.broker.internal_security.inter_broker().connect_options(),
         )
         return self._conn
 

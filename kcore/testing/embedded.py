@@ -129,6 +129,11 @@ class EmbeddedCluster:
     def broker_config(self, node_id: int = 1) -> BrokerConfig:
         """The configuration of node ``node_id`` (1 to ``brokers``); the cluster's ``config``
         overrides every node's, and ``node_config`` this node's."""
+        return BrokerConfig(self.node_properties(node_id))
+
+    def node_properties(self, node_id: int = 1) -> dict[str, str]:
+        """:meth:`broker_config`'s properties, unchecked: a subclass may change its listeners
+        before they are validated together."""
         port = self.ports[node_id - 1]
         props = {
             "node.id": str(node_id),
@@ -155,7 +160,7 @@ class EmbeddedCluster:
             props["admin.listeners"] = f"http://127.0.0.1:{self.admin_ports[node_id - 1]}"
         props.update(self._overrides)
         props.update(self._node_overrides.get(node_id, {}))
-        return BrokerConfig(props)
+        return props
 
     def _node_configs(self) -> list[BrokerConfig]:
         """Every node's configuration, the nodes formatted for one cluster (the id of node 1's

@@ -30,7 +30,7 @@ from pathlib import Path
 from kcore.log.log_dirs import random_uuid, uuid_to_base64
 from kcore.testing.embedded import free_ports
 
-__all__ = ["ProcessCluster", "ServerProcess", "wait_for_port"]
+__all__ = ["ProcessCluster", "ServerProcess", "run_then_kill", "wait_for_port"]
 
 READY_TIMEOUT_S = 60.0
 
@@ -231,3 +231,19 @@ class ProcessCluster:
 
     def __exit__(self, *exc) -> None:
         self.kill() if exc[0] is not None else self.stop()
+
+
+def run_then_kill(nodes, main) -> None:
+    """``trio.run(main)`` over running ``nodes``; on failure print each node's last output (the
+    story of what went wrong is in the processes), and ``kill -9`` every node at the end."""
+    import trio
+
+    try:
+        trio.run(main)
+    except BaseException:
+        for node in nodes:
+            print(f"--- node {node.node_id} ---\n{node.output()[-4000:]}")
+        raise
+    finally:
+        for node in nodes:
+            node.kill()

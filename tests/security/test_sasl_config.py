@@ -93,25 +93,39 @@ def test_sasl_keys_have_kafkas_defaults():
             "listener.name.sasl_plaintext.plain.sasl.server.callback.handler.class",
             "is not supported: kcore loads no callback handlers",
         ),
-        (  # SASL between brokers is not built yet
+        (  # SASL between brokers: Kafka's default mechanism there is GSSAPI
             {
                 "listeners": "SASL_PLAINTEXT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
                 "inter.broker.listener.name": "SASL_PLAINTEXT",
             },
-            "listeners",
-            "Listener SASL_PLAINTEXT://127.0.0.1:9094 uses security protocol SASL_PLAINTEXT, "
-            "which kcore does not support yet: only PLAINTEXT controller and inter-broker "
-            "listeners can be served",
+            "sasl.mechanism.inter.broker.protocol",
+            "sasl.mechanism.inter.broker.protocol=GSSAPI (Kafka's default) is not supported "
+            "by kcore: the inter-broker listener SASL_PLAINTEXT is SASL_PLAINTEXT",
         ),
         (
             {
                 "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
                 "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
             },
-            "listeners",
-            "Listener CONTROLLER://127.0.0.1:9093 uses security protocol SASL_PLAINTEXT, "
-            "which kcore does not support yet: only PLAINTEXT controller and inter-broker "
-            "listeners can be served",
+            "sasl.mechanism.controller.protocol",
+            "sasl.mechanism.controller.protocol=GSSAPI (Kafka's default) is not supported by "
+            "kcore: the controller listener CONTROLLER is SASL_PLAINTEXT",
+        ),
+        (  # the node's own login on its controller listener: username and password
+            {
+                "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                "sasl.mechanism.controller.protocol": "PLAIN",
+                "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.controller.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    'user_a="a-pw";'
+                ),
+            },
+            "listener.name.controller.plain.sasl.jaas.config",
+            "has no username and no password: the controller login of this node",
         ),
     ],
 )

@@ -488,73 +488,179 @@ def test_listener_parsing_reads_every_kafka_security_protocol():
     assert [x.security_protocol for x in listeners] == ["SASL_SSL", "SSL", "SASL_PLAINTEXT"]
 
 
-_UNSERVED = "which kcore does not support yet: only PLAINTEXT"
+_PLAIN_LOGIN = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret";'
+)
+_INTERNAL_LISTENER_CASES = (
+    (  # a client listener
+        {
+            "listeners": "CLIENT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+            "listener.security.protocol.map": "CLIENT:{p},CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "CLIENT",
+        },
+        "listeners",
+        "Listener CLIENT://127.0.0.1:9094 uses security protocol {p}, ",
+    ),
+    (  # the inter-broker listener, beside a plaintext client listener
+        {
+            "listeners": "PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:{p},"
+            "CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        },
+        "listeners",
+        "Listener INTERNAL://:9094 uses security protocol {p}, ",
+    ),
+    (  # the controller listener a combined node binds
+        {
+            "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
+        },
+        "listeners",
+        "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+    ),
+    (  # the controller listener a broker-only node connects to
+        {
+            "process.roles": "broker",
+            "node.id": "2",
+            "controller.quorum.voters": "1@c1:9093",
+            "listeners": "PLAINTEXT://:9092",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
+        },
+        "controller.listener.names",
+        "Controller listener CONTROLLER uses security protocol {p}, ",
+    ),
+    (  # a controller-only node
+        {
+            "process.roles": "controller",
+            "listeners": "CONTROLLER://:9093",
+            "listener.security.protocol.map": "CONTROLLER:{p}",
+        },
+        "listeners",
+        "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+    ),
+)
 
 
-# Client listeners serve every protocol (tests/security has their settings' refusals); the
-# controller and inter-broker listeners stay PLAINTEXT until kcore's own clients secure them.
+def _secured(props: dict, protocol: str) -> dict:
+    props = {k: v.replace("{p}", protocol) for k, v in props.items()}
+    if protocol.startswith("SASL"):
+        props["sasl.enabled.mechanisms"] = "PLAIN"
+        for name in ("client", "internal", "controller"):
+            props[f"listener.name.{name}.plain.sasl.jaas.config"] = _PLAIN_LOGIN
+    return props
+
+
+# Every listener serves every protocol now, the controller and inter-broker ones included:
+# kcore's own clients connect to those with the listener's protocol (#18).
 @pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("props, key, named", _INTERNAL_LISTENER_CASES)
+def test_broker_config_serves_secured_controller_and_inter_broker_listeners(
+    props, key, named, protocol
+):
+    props = _secured(props, protocol)
+    props["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+    props["sasl.mechanism.controller.protocol"] = "PLAIN"
+    config = BrokerConfig(props)
+    assert protocol in config.listener_security_protocol_map.values()
+
+
+# Kafka's default mechanism between nodes is GSSAPI, which kcore cannot speak: a SASL
+# inter-broker or controller listener without a PLAIN/SCRAM mechanism set refuses to start.
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("props, key, named", _INTERNAL_LISTENER_CASES)
+def test_broker_config_refuses_gssapi_between_nodes(props, key, named, protocol):
+    props = _secured(props, protocol)
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig(props)
+    message = err.value.message
+    assert err.value.key in (
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.mechanism.controller.protocol",
+    ), message
+    assert f"{err.value.key}=GSSAPI (Kafka's default) is not supported by kcore" in message
+    assert "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512" in message and "\n" not in message
+
+
+_SASL_INTER_BROKER = {
+    "listeners": "PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+    "listener.name.internal.plain.sasl.jaas.config": _PLAIN_LOGIN,
+    "listener.name.internal.scram-sha-256.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="broker-secret";'
+    ),
+}
+
+
+def test_broker_config_reads_the_inter_broker_login_from_the_listeners_jaas_config():
+    from kcore.security.internal_security import InternalSecurity
+
+    config = BrokerConfig(_SASL_INTER_BROKER)
+    login = InternalSecurity(config).inter_broker()
+    assert (login.protocol, login.sasl.mechanism, login.sasl.username) == (
+        "SASL_SSL",
+        "SCRAM-SHA-256",
+        "broker",
+    )
+    assert login.sasl.password == "broker-secret" and login.ssl_context is not None
+    assert "broker-secret" not in repr(login)
+    assert InternalSecurity(config).controller().connect_options() == {
+        "ssl_context": None,
+        "sasl": None,
+    }
+
+
 @pytest.mark.parametrize(
-    "props, key, named",
+    "change, key, words",
     [
-        (  # a client listener
-            {
-                "listeners": "CLIENT://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
-                "listener.security.protocol.map": "CLIENT:{p},CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name": "CLIENT",
-            },
-            "listeners",
-            "Listener CLIENT://127.0.0.1:9094 uses security protocol {p}, ",
+        (
+            {"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"},
+            "sasl.mechanism.inter.broker.protocol",
+            "sasl.mechanism.inter.broker.protocol=OAUTHBEARER is not supported by kcore",
         ),
-        (  # the inter-broker listener, beside a plaintext client listener
+        (
             {
-                "listeners": "PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:{p},"
-                "CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
             },
-            "listeners",
-            "Listener INTERNAL://:9094 uses security protocol {p}, ",
+            "sasl.mechanism.inter.broker.protocol",
+            "must be included in sasl.enabled.mechanisms when SASL is used for inter-broker",
         ),
-        (  # the controller listener a combined node binds
-            {
-                "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
-            },
-            "listeners",
-            "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+        (
+            {"listener.name.internal.scram-sha-256.sasl.jaas.config": None},
+            "listener.name.internal.scram-sha-256.sasl.jaas.config",
+            "must be set: its username and password are this node's inter-broker login",
         ),
-        (  # the controller listener a broker-only node connects to
+        (
             {
-                "process.roles": "broker",
-                "node.id": "2",
-                "controller.quorum.voters": "1@c1:9093",
-                "listeners": "PLAINTEXT://:9092",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:{p}",
+                "listener.name.internal.scram-sha-256.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
             },
-            "controller.listener.names",
-            "Controller listener CONTROLLER uses security protocol {p}, ",
+            "listener.name.internal.scram-sha-256.sasl.jaas.config",
+            "has no username and no password",
         ),
-        (  # a controller-only node
+        (
             {
-                "process.roles": "controller",
-                "listeners": "CONTROLLER://:9093",
-                "listener.security.protocol.map": "CONTROLLER:{p}",
+                "listener.name.internal.scram-sha-256.sasl.jaas.config": _PLAIN_LOGIN,
             },
-            "listeners",
-            "Listener CONTROLLER://:9093 uses security protocol {p}, ",
+            "listener.name.internal.scram-sha-256.sasl.jaas.config",
+            "names login module org.apache.kafka.common.security.plain.PlainLoginModule",
         ),
     ],
 )
-def test_broker_config_refuses_listeners_kcore_cannot_secure(props, key, named, protocol):
-    # Each case's listener is a controller or the inter-broker listener: PLAINTEXT only there.
-    props = {k: v.replace("{p}", protocol) for k, v in props.items()}
+def test_broker_config_refuses_an_inter_broker_login_kcore_cannot_use(change, key, words):
+    props = {**_SASL_INTER_BROKER, **change}
+    props = {k: v for k, v in props.items() if v is not None}
     with pytest.raises(InvalidConfigError) as err:
         BrokerConfig(props)
-    assert err.value.key == key
-    message = err.value.message
-    assert message.startswith(named.replace("{p}", protocol) + _UNSERVED), message
-    assert message.endswith("(issue #18)") and "\n" not in message
+    assert err.value.key == key and words in err.value.message, err.value.message
+    assert "broker-secret" not in err.value.message
 
 
 def test_broker_config_serves_an_ssl_client_listener():
@@ -578,7 +684,7 @@ def test_broker_config_refusing_a_listener_does_not_warn_about_its_ssl_keys(capl
     }
     with (
         caplog.at_level(logging.WARNING, logger="kcore.server.config"),
-        pytest.raises(InvalidConfigError, match="security protocol SASL_SSL"),
+        pytest.raises(InvalidConfigError, match="sasl.jaas.config is not set"),
     ):
         BrokerConfig(props)
     assert caplog.text == ""
@@ -764,14 +870,14 @@ def test_broker_config_unknown_name_in_value_lookup_is_an_error():
         BrokerConfig().no_such_attribute  # noqa: B018
 
 
-def test_embedded_cluster_refuses_an_ssl_listener_before_starting(tmp_path):
+def test_embedded_cluster_refuses_an_ssl_listener_without_stores_before_starting(tmp_path):
     from kcore.testing import EmbeddedCluster
 
     cluster = EmbeddedCluster(
         config={"listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"},
         data_dir=tmp_path,
     )
-    with pytest.raises(InvalidConfigError, match=r"Listener PLAINTEXT://127\.0\.0\.1:\d+ uses"):
+    with pytest.raises(InvalidConfigError, match="a TLS listener needs a key and certificate"):
         cluster.start()
     assert list(tmp_path.iterdir()) == []
 

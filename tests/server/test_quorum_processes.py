@@ -23,7 +23,7 @@ import trio
 from kcore.client import BrokerConnection, ClientError
 from kcore.protocol import messages as m
 from kcore.raft.disk_log import METADATA_LOG_DIR_NAME
-from kcore.testing.processes import ProcessCluster, ServerProcess
+from kcore.testing.processes import ProcessCluster, ServerProcess, run_then_kill
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,12 +47,18 @@ async def _connect(port: int) -> BrokerConnection:
 async def _describe_quorum(node: ServerProcess) -> tuple[int, int, int] | None:
     """(leader id, epoch, high watermark) from ``node`` if it leads, else None (unreachable,
     not the leader)."""
+    return await describe_quorum_at(node.controller_port)
+
+
+async def describe_quorum_at(port: int) -> tuple[int, int, int] | None:
+    """(leader id, epoch, high watermark) from DescribeQuorum on ``port``, or None (unreachable,
+    refused: a controller listener that does not lead)."""
     D = m.DescribeQuorumRequest
     request = D(
         topics=[D.TopicData(topic_name="__cluster_metadata", partitions=[D.PartitionData()])]
     )
     try:
-        async with await _connect(node.controller_port) as conn:
+        async with await _connect(port) as conn:
             response = await conn.request(request)
     except ClientError:
         return None
@@ -183,12 +189,4 @@ def test_quorum_processes_leader_kill_and_rejoin(tmp_path):
             for node in nodes.values():
                 await _wait_for_topics(node, everything | {"rejoined"}, 15)
 
-    try:
-        trio.run(main)
-    except BaseException:
-        for node in nodes.values():
-            print(f"--- node {node.node_id} ---\n{node.output()[-4000:]}")
-        raise
-    finally:
-        for node in nodes.values():
-            node.kill()
+    run_then_kill(nodes.values(), main)
