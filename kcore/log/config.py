@@ -165,6 +165,42 @@ class ListOf:
         return str(OneOf(self.values))
 
 
+# Utils.validHostPattern's characters (the host part of a host:count item).
+_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
+_COUNT = re.compile(r"[0-9]+")
+
+
+def parse_host_counts(name: str, text: str) -> dict[str, int]:
+    """``host:count,...`` (``max.connections.per.ip.overrides``) as Kafka's ``Csv.parseCsvMap``
+    reads it: items split at commas, each at its *last* colon (so ``::1:5`` is IPv6 ``::1``),
+    the count an INT. Raises :class:`InvalidConfigError` naming ``name``."""
+    out: dict[str, int] = {}
+    trimmed = text.strip(_JAVA_TRIM)
+    for item in (x.strip() for x in trimmed.split(",")) if trimmed else ():
+        host, colon, count = item.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not colon or not host or not _COUNT.fullmatch(count) or int(count) > INT_MAX:
+            raise InvalidConfigError(
+                name,
+                f"Error parsing configuration property '{name}': bad entry '{item}' "
+                "(host:count expected)",
+            )
+        if not _HOST.fullmatch(host):
+            raise InvalidConfigError(name, f"{name} contains invalid addresses : {host}")
+        out[host] = int(count)
+    return out
+
+
+class HostCounts:
+    """``max.connections.per.ip.overrides``' items: :func:`parse_host_counts`."""
+
+    def ensure_valid(self, name: str, value: Any) -> None:
+        parse_host_counts(name, value or "")
+
+    def __str__(self) -> str:
+        return "host:count,..."
+
+
 _REPLICA = re.compile(r"(?:[0-9]+:[0-9]+)?")
 
 

@@ -24,6 +24,7 @@ A ``ConfigRecord`` is written only for a value that changes; ``validate_only`` w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from kcore.log import config as log_config
@@ -79,7 +80,7 @@ BROKER_DYNAMIC_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
     "log.cleaner.backoff.ms": (ConfigType.LONG, 0),
     "max.connections": (ConfigType.INT, 0),
     "max.connections.per.ip": (ConfigType.INT, 0),
-    "max.connection.creation.rate": (ConfigType.INT, 0),
+    "max.connections.per.ip.overrides": (ConfigType.STRING, None),  # host:count,...
     "leader.replication.throttled.rate": (ConfigType.LONG, 0),
     "follower.replication.throttled.rate": (ConfigType.LONG, 0),
     "replica.alter.log.dirs.io.max.bytes.per.second": (ConfigType.LONG, 0),
@@ -88,10 +89,9 @@ BROKER_DYNAMIC_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
 }
 
 # Kafka's other dynamic broker configs (DynamicBrokerConfig.AllDynamicConfigs: the listener,
-# SSL and SASL settings, the cleaner's buffers, metric reporters, connection limits, producer
+# SSL and SASL settings, the cleaner's buffers, metric reporters, producer
 # state and remote storage) that kcore accepts and stores, as Kafka does, but does not act on:
-# kcore has no TLS, SASL, metric reporters or tiered storage, and sizes its own cleaner and
-# connection handling. docs/configuration.md lists them as stored only. name -> (type, min).
+# kcore has no metric reporters or tiered storage, and sizes its own cleaner. docs/configuration.md lists them as stored only. name -> (type, min).
 BROKER_STORED_ONLY_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
     **dict.fromkeys(
         (
@@ -116,7 +116,6 @@ BROKER_STORED_ONLY_CONFIGS: dict[str, tuple[ConfigType, float | None]] = {
             "sasl.kerberos.kinit.cmd",
             "sasl.kerberos.principal.to.local.rules",
             "metric.reporters",
-            "max.connections.per.ip.overrides",
         ),
         (ConfigType.STRING, None),
     ),
@@ -185,7 +184,19 @@ def _key_type(resource_type: int, key: str) -> ConfigType | None:
     return None
 
 
+# Kafka's ListenerReconfigurableConfigs: listener.name.<l>.max.connections, above 0.
+_LISTENER_MAX_CONNECTIONS = re.compile(r"listener\.name\.[^.]+\.max\.connections")
+
+# Accepted by Kafka but refused by kcore, which does not act on them: the message says why.
+_REFUSED = {
+    "max.connection.creation.rate": "kcore does not throttle new connections by rate "
+    "(max.connections and max.connections.per.ip limit their number)",
+}
+
+
 def _broker_dynamic(key: str) -> tuple[ConfigType, float | None] | None:
+    if _LISTENER_MAX_CONNECTIONS.fullmatch(key):
+        return ConfigType.INT, 1
     if is_tls_dynamic_key(key):  # listener.name.<l>.ssl.*: a string (passwords too) or a list
         type_ = tls_dynamic_key_type(key)
         return (ConfigType.STRING if type_ is ConfigType.PASSWORD else type_), None
@@ -219,9 +230,16 @@ def _check_broker_value(key: str, text: str) -> None:
             "These security configs can be dynamically updated only per-listener using the "
             f"listener prefix: {key}",
         )
+    unprefixed = key.split(".", 3)[3] if key.startswith("listener.name.") else key
+    reason = _REFUSED.get(unprefixed)
+    if reason is not None:
+        raise InvalidConfigError(key, f"{key} is not supported: {reason}")
     entry = _broker_dynamic(key)
     if entry is None:
         raise InvalidConfigError(key, f"Unknown or non-dynamic broker configuration {key}")
+    if key == "max.connections.per.ip.overrides":
+        log_config.parse_host_counts(key, text)
+        return
     type_, low = entry
     if type_ is ConfigType.SHORT:  # parse_text knows INT and LONG; a SHORT is a small INT
         value = log_config.parse_text(key, text, ConfigType.INT)

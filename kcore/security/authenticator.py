@@ -14,13 +14,18 @@ closes it with "Unexpected Kafka request of type ... during SASL handshake")::
                            re-authentication that was due has not happened
     FAILED                 nothing (the answer is sent after the failure delay, then the close)
 
+OAUTHBEARER (:mod:`kcore.security.oauthbearer`) is a two-step failure: an invalid token is
+answered with the JSON error and no error code, the client's ``\x01`` then fails the exchange.
+Its token's expiry bounds the session (below).
+
 SaslHandshake for a mechanism the listener does not enable is answered
 UNSUPPORTED_SASL_MECHANISM with the enabled ones; wrong credentials SASL_AUTHENTICATION_FAILED
 with the mechanism's message. Both are failures: the shell delays the answer by
 ``connection.failed.authentication.delay.ms`` and closes the connection after it.
 
-Re-authentication: with ``connections.max.reauth.ms`` (per mechanism) above 0, a successful
-SaslAuthenticate v1+ tells the client its session lifetime; any request after the session
+Re-authentication: with ``connections.max.reauth.ms`` (per mechanism) above 0, or a credential
+that expires (OAUTHBEARER's ``exp``; the earlier of the two), a successful SaslAuthenticate v1+
+tells the client its session lifetime; any request after the session
 expired closes the connection (clients re-authenticate before, at 85-95 % of the lifetime; a
 client that cannot — SaslAuthenticate v0 or raw tokens, kafka-python, aiokafka — is thus closed
 at its first request past the lifetime, and reconnects). Re-authenticating keeps the mechanism and the principal: another one fails.
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcore.protocol.errors import ErrorCode
+from kcore.security.oauthbearer import OAUTHBEARER_MECHANISM, OAuthBearerError, OAuthBearerServer
 from kcore.security.plain import PLAIN_MECHANISM, PlainError, PlainServer
 from kcore.security.sasl_config import SaslListenerConfig
 from kcore.security.scram import ScramError, ScramServer, mechanism_by_name
@@ -181,17 +187,30 @@ class SaslAuthenticator:
     def _new_server(self, mechanism: str) -> Any:
         if mechanism == PLAIN_MECHANISM:
             return PlainServer(self.config.plain_users)
+        if mechanism == OAUTHBEARER_MECHANISM:
+            return OAuthBearerServer(self.config.oauthbearer)
         scram = mechanism_by_name(mechanism)
         assert scram is not None  # sasl_config admits only the supported mechanisms
         return ScramServer(scram, lambda user: self._scram_lookup(scram.type, user))
 
-    def authenticate(self, token: bytes, now_ms: int) -> AuthResult:
-        """One SASL token of the exchange (a SaslAuthenticate's, or a raw one)."""
+    def authenticate(self, token: bytes, now_ms: int, wall_ms: int | None = None) -> AuthResult:
+        """One SASL token of the exchange (a SaslAuthenticate's, or a raw one). ``now_ms`` is
+        the clock sessions expire on; ``wall_ms`` the wall clock a token's ``exp`` and ``iat``
+        are compared with (``now_ms`` if None: the two are one clock)."""
+        wall_ms = now_ms if wall_ms is None else wall_ms
+        server = self._server
         try:
-            answer = self._server.evaluate(bytes(token))
-        except (PlainError, ScramError) as e:
-            return self._fail(str(e))
-        if not self._server.complete:
+            if self.mechanism == OAUTHBEARER_MECHANISM:  # its token's expiry is checked now
+                answer = server.evaluate(bytes(token), wall_ms)
+            else:
+                answer = server.evaluate(bytes(token))
+        except (PlainError, ScramError, OAuthBearerError) as e:
+            failure = self._fail(str(e))
+            reason = getattr(server, "failure_reason", None)  # why a token was refused
+            if reason:
+                self.close_reason = f"{self.close_reason} ({reason})"
+            return failure
+        if not server.complete:
             return AuthResult(int(ErrorCode.NONE), None, answer, 0, False, False)
         principal = f"User:{self._server.username}"
         if self._reauth_principal is not None and principal != self._reauth_principal:
@@ -204,7 +223,15 @@ class SaslAuthenticator:
         self._server = None
         self.state = SaslState.AUTHENTICATED
         lifetime = self.config.reauth_ms.get(self.mechanism or "", 0)
-        self.session_expires_ms = now_ms + lifetime if lifetime > 0 else None
+        expiry = getattr(server, "credential_expiry_ms", None)
+        if expiry is not None:
+            # KIP-368: a credential's expiry (an OAUTHBEARER token's exp) ends the session too,
+            # whichever comes first, as Kafka's SaslServerAuthenticator computes it.
+            remaining = max(0, expiry - wall_ms)
+            lifetime = min(remaining, lifetime) if lifetime > 0 else remaining
+            self.session_expires_ms = now_ms + lifetime
+        else:
+            self.session_expires_ms = now_ms + lifetime if lifetime > 0 else None
         return AuthResult(int(ErrorCode.NONE), None, answer, max(lifetime, 0), False, True)
 
     def _fail(self, message: str) -> AuthResult:

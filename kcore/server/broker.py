@@ -45,7 +45,7 @@ from typing import Any
 import trio
 
 from kcore.admin.server import AdminServer
-from kcore.log.config import LogConfig
+from kcore.log.config import InvalidConfigError, LogConfig
 from kcore.log.log_dirs import MetaProperties, random_uuid, uuid_to_base64
 from kcore.log.log_manager import LogManager
 from kcore.metadata.authorizer import build_authorizer, parse_super_users
@@ -66,6 +66,7 @@ from kcore.security.tls_transport import TlsListeners
 from kcore.server.bootstrap_file import read_bootstrap
 from kcore.server.clock import SYSTEM_CLOCK, Clock
 from kcore.server.config import BrokerConfig
+from kcore.server.connection_quotas import ConnectionLimitsConfig, limits_from_layers
 from kcore.server.controller_channel import ControllerChannel
 from kcore.server.controller_service import ControllerService
 from kcore.server.coordinator_shell import ReplicaPartitionWriter, wait_for_high_watermarks
@@ -77,7 +78,7 @@ from kcore.server.handlers.cluster_mirrors import LocalMirrorStats
 from kcore.server.internal_topics import CLUSTER_MIRROR, InternalTopics
 from kcore.server.metadata_snapshots import MetadataSnapshotter
 from kcore.server.mirror_coordinator import MirrorCoordinatorService, inter_broker_client
-from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec
+from kcore.server.network import ConnectionLimits, KafkaServer, ListenerSpec, resolve_host
 from kcore.server.purgatory import Purgatory
 from kcore.server.registry import BROKER, CONTROLLER
 from kcore.server.replication import IsrChanges, ReplicaFetchers
@@ -202,6 +203,10 @@ class KafkaBroker:
             ConnectionLimits(
                 max_frame_bytes=config.socket_request_max_bytes,
                 idle_timeout_s=config.connections_max_idle_ms / 1000,
+                quotas=self._connection_limits(None),
+                inter_broker_listener=config.inter_broker_listener_name
+                if config.is_broker
+                else None,
             ),
         )
         self.internal_topics = InternalTopics(self)
@@ -330,6 +335,18 @@ class KafkaBroker:
             )
             self._topic_configs[topic] = cached
         return cached
+
+    def _connection_limits(self, image: MetadataImage | None) -> ConnectionLimitsConfig:
+        """The connection limits of ``image``'s dynamic configs over ``server.properties``."""
+        layers = [self.config.raw]
+        if image is not None:
+            layers[:0] = [image.configs.broker(self.node_id), image.configs.cluster_defaults()]
+        names = [listener.name for listener in self.config.listeners]
+        try:
+            return limits_from_layers(layers, names, resolve_host)
+        except OSError as e:  # at startup: refuse to start; later the caller keeps the old ones
+            key = "max.connections.per.ip.overrides"
+            raise InvalidConfigError(key, f"{key} names a host that does not resolve: {e}") from e
 
     def dynamic_value(self, key: str) -> Any:
         """A broker config honoured at run time: this broker's dynamic value, else the
@@ -478,6 +495,10 @@ class KafkaBroker:
             self._forget_topic_configs(topics)
             # Certificate reload: dynamic listener.name.<l>.ssl.* configs of this broker.
             self.tls_listeners.on_dynamic_configs(image.configs.broker(self.node_id))
+            try:  # max.connections and friends: bind new connections (and excess ones) now
+                self.server.update_connection_limits(self._connection_limits(image))
+            except KafkaError as e:  # an override's host that no longer resolves, say
+                log.warning("connection limits not updated: %s", e.message)
             self.log_manager.update_configs(topics)
         topics_delta = getattr(delta, "topics_delta", None)
         if topics_delta is not None:

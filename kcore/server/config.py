@@ -80,6 +80,7 @@ from kcore.log.config import (
     LONG_MAX,
     TOPIC_CONFIGS,
     ConfigType,
+    HostCounts,
     InvalidConfigError,
     ListOf,
     LogConfig,
@@ -223,7 +224,7 @@ _KEYS = [
     _k("queued.max.request.bytes", _L, -1, None, "Queued request bytes before reading stops."),
     _k("max.connections", _I, INT_MAX, _R0, "Connections allowed on this broker."),
     _k("max.connections.per.ip", _I, INT_MAX, _R0, "Connections allowed from one address."),
-    _k("max.connections.per.ip.overrides", _S, "", None, "host:count,... exceptions."),
+    _k("max.connections.per.ip.overrides", _S, "", HostCounts(), "host:count,... exceptions."),
     _k("max.connection.creation.rate", _I, INT_MAX, _R0, "New connections per second."),
     _k("num.network.threads", _I, 3, _R1, "Kafka's network threads.", unused=True),
     _k("num.io.threads", _I, 8, _R1, "Kafka's request handler threads.", unused=True),
@@ -806,6 +807,11 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
         "max.connections.per.ip can be set to zero only if "
         "max.connections.per.ip.overrides property is set.",
     )
+    _refuse_connection_creation_rate(v, raw)
+    for listener in v["listeners"]:  # ListenerConnectionQuota's limit: an INT above 0
+        key = f"listener.name.{listener.name.lower()}.max.connections"
+        if key in raw:
+            Range(1).ensure_valid(key, parse_text(key, raw[key], ConfigType.INT))
     # M-38's "all replicas" means something only when partitions have replicas.
     key = "mirror.support.unclean.leader.election"
     _require(not v[BROKER_CONFIGS[key].attr] or v[BROKER_CONFIGS["kcore.replication.enable"].attr],
@@ -816,6 +822,21 @@ def _validate(v: dict[str, Any], raw: Mapping[str, str]) -> None:
     # After Kafka's rules, so a contradictory file gets Kafka's message first: the logins of
     # this node on its cluster's inter-broker and controller listeners.
     check_internal_logins(v, raw, BROKER in roles)
+
+
+def _refuse_connection_creation_rate(values: Mapping[str, Any], raw: Mapping[str, str]) -> None:
+    """kcore does not throttle accepts by rate (Kafka's connection-rate sensors): a limit set is
+    refused rather than ignored. Kafka's default, no limit, passes."""
+    keys = ["max.connection.creation.rate"] + [
+        f"listener.name.{x.name.lower()}.max.connection.creation.rate" for x in values["listeners"]
+    ]
+    for key in keys:
+        if key in raw and parse_text(key, raw[key], ConfigType.INT) != INT_MAX:
+            raise InvalidConfigError(
+                key,
+                f"{key} is not supported: kcore does not throttle new connections by rate "
+                "(max.connections and max.connections.per.ip limit their number)",
+            )
 
 
 def _effective_text(values: Mapping[str, Any], raw: Mapping[str, str]) -> dict[str, str]:

@@ -44,6 +44,15 @@ and answered with UNKNOWN_SERVER_ERROR where the response has an error code, els
 connection is closed. Nothing a client sends can stop the listener or other connections.
 Idle connections are closed after ``connections.max.idle.ms``.
 
+Connection limits (:mod:`kcore.server.connection_quotas`, Kafka's ``ConnectionQuotas``): after
+each accept the listener's acceptor waits while the listener is at its
+``listener.name.<l>.max.connections`` or the broker at ``max.connections`` (the inter-broker
+listener excepted; the accepted client waits with it, later ones in the listen backlog), then
+closes the connection at once if its address is at ``max.connections.per.ip`` (or its
+override). Broker and controller listeners are counted apart, as Kafka's broker and controller
+run a socket server each. Past ``max.connections`` (the inter-broker listener's, or a lowered
+limit) the least recently used connections of the other listeners are closed.
+
 Authentication: each connection has a ``principal`` (``User:ANONYMOUS`` until something
 establishes another), which every request's :class:`RequestContext` carries to the authorizer.
 On a SASL listener (:attr:`ListenerSpec.sasl`) the connection's
@@ -71,6 +80,7 @@ import itertools
 import logging
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -91,6 +101,7 @@ from kcore.protocol.errors import ErrorCode, KafkaError
 from kcore.security.authenticator import Admission
 from kcore.security.tls_transport import ANONYMOUS, HandshakeFailed
 from kcore.server import sasl_shell
+from kcore.server.connection_quotas import ConnectionLimitsConfig, ConnectionQuotas
 from kcore.server.registry import CONTROLLER, EncodedResponse, HandlerRegistry
 from kcore.server.request_metrics import FETCH_KEY, RequestMetrics
 
@@ -151,6 +162,10 @@ class ListenerSpec:
 class ConnectionLimits:
     max_frame_bytes: int = 104_857_600  # socket.request.max.bytes
     idle_timeout_s: float = 600.0  # connections.max.idle.ms
+    # max.connections, max.connections.per.ip(.overrides), listener.name.<l>.max.connections
+    quotas: ConnectionLimitsConfig = field(default_factory=ConnectionLimitsConfig)
+    # The listener max.connections does not bound (Kafka's protected listener), if any.
+    inter_broker_listener: str | None = None
 
 
 class KafkaServer:
@@ -177,12 +192,21 @@ class KafkaServer:
         self._draining = False
         self._idle = trio.Event()
         self._open: set[_Connection] = set()
+        # Counted connections per listener type (broker, controller): see connection_quotas.
+        self.quotas: dict[str, ConnectionQuotas] = {}
+        self._slot_freed = trio.Event()  # set (and replaced) whenever a slot may have opened
 
     async def serve(self, listeners: list[ListenerSpec], *, task_status=trio.TASK_STATUS_IGNORED):
         """Bind the listeners, report readiness with ``{name: (host, port)}``, then serve until
         cancelled. A listener that is not ``early_start`` waits for
         :meth:`enable_request_processing`; with a fixed port it is bound only then, and its
         configured address is reported."""
+        for kind in {spec.listener_type for spec in listeners}:
+            self.quotas[kind] = ConnectionQuotas(
+                [spec.name for spec in listeners if spec.listener_type == kind],
+                self.limits.inter_broker_listener,
+                self.limits.quotas,
+            )
         async with trio.open_nursery() as nursery:
             for spec in listeners:
                 if spec.early_start or spec.port == 0:
@@ -250,7 +274,49 @@ class KafkaServer:
                 for listener in sockets:
                     nursery.start_soon(self._accept, spec, listener, connections_nursery)
 
+    def update_connection_limits(self, config: ConnectionLimitsConfig) -> None:
+        """New connection limits (dynamic broker configs): waiting acceptors look again, and
+        connections past a lowered ``max.connections`` are closed."""
+        if config == self.limits.quotas:
+            return
+        log.info("connection limits now %s", config)
+        self.limits.quotas = config
+        for quotas in self.quotas.values():
+            quotas.update(config)
+            self._close_excess(quotas)
+        self._wake_acceptors()
+
+    def _wake_acceptors(self) -> None:
+        self._slot_freed.set()
+        self._slot_freed = trio.Event()
+
+    def _close_excess(self, quotas: ConnectionQuotas) -> None:
+        """Close the least recently used connections of unprotected listeners while the group
+        is past ``max.connections`` (Kafka's ``closeExcessConnections``)."""
+        closing = [c for c in self._open if c.quotas is quotas and c.evicted]
+        excess = quotas.excess() - len(closing)
+        if excess <= 0:
+            return
+        candidates = sorted(
+            (
+                c
+                for c in self._open
+                if c.quotas is quotas and not c.evicted and not quotas.is_protected(c.spec.name)
+            ),
+            key=lambda c: c.last_active,
+        )
+        for conn in candidates[:excess]:
+            log.info(
+                "closing connection %d from %s on %s: the broker is past max.connections=%d",
+                conn.id,
+                conn.peer,
+                conn.spec.name,
+                quotas.config.max_connections,
+            )
+            conn.evict()
+
     async def _accept(self, spec: ListenerSpec, listener, nursery) -> None:
+        quotas = self.quotas[spec.listener_type]
         async with listener:
             while True:
                 try:
@@ -261,10 +327,36 @@ class KafkaServer:
                         await trio.sleep(0.1)
                         continue
                     raise
-                nursery.start_soon(self._serve_connection, spec, stream)
+                try:
+                    peer = stream.socket.getpeername()[0]
+                except OSError:  # the client left before we asked its address
+                    stream.socket.close()
+                    continue
+                try:
+                    # Kafka's Acceptor blocks in waitForConnectionSlot with the socket accepted.
+                    while not quotas.slot_available(spec.name):
+                        await self._slot_freed.wait()
+                except BaseException:  # drained or cancelled while waiting
+                    stream.socket.close()
+                    raise
+                if not quotas.admit(spec.name, peer):
+                    log.info(
+                        "Rejected connection from %s, address already has the configured "
+                        "maximum of %d connections.",
+                        peer,
+                        quotas.limit_for(peer),
+                    )
+                    stream.socket.close()
+                    continue
+                nursery.start_soon(self._serve_connection, spec, stream, quotas, peer)
+                if quotas.is_protected(spec.name):
+                    self._close_excess(quotas)
 
-    async def _serve_connection(self, spec: ListenerSpec, stream: trio.SocketStream) -> None:
+    async def _serve_connection(
+        self, spec: ListenerSpec, stream: trio.SocketStream, quotas: ConnectionQuotas, peer: str
+    ) -> None:
         conn = _Connection(self, spec, stream)
+        conn.quotas = quotas
         self.connections += 1
         self._open.add(conn)
         try:
@@ -278,6 +370,8 @@ class KafkaServer:
         finally:
             self.connections -= 1
             self._open.discard(conn)
+            quotas.release(spec.name, peer)
+            self._wake_acceptors()
             if self._draining and not self.connections:
                 self._idle.set()
             with trio.CancelScope(shield=True):
@@ -313,6 +407,15 @@ class _Connection:
                 server.limits.max_frame_bytes, self.sasl.config.max_receive_size
             )
         self._close_after: str | None = None  # close once this answer is sent (failed auth)
+        self.quotas: ConnectionQuotas | None = None  # the counts this connection is in
+        self.last_active = trio.current_time()  # its last request: max.connections' LRU
+        self.evicted = False  # closed to bring the broker back under max.connections
+
+    def evict(self) -> None:
+        """Close now, whatever is in progress (past ``max.connections``, as Kafka closes it)."""
+        self.evicted = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     def stop_after_current(self) -> None:
         """Close once the request being processed (if any) is answered (graceful shutdown)."""
@@ -322,7 +425,7 @@ class _Connection:
 
     async def run(self) -> None:
         with trio.CancelScope() as self._scope:
-            if self._stopping:
+            if self._stopping or self.evicted:
                 return
             if self.spec.tls is not None:
                 # In this connection's own task, under a timeout: a slow or garbage handshake
@@ -362,6 +465,7 @@ class _Connection:
                     # read must not keep the other connections waiting.
                     await trio.lowlevel.checkpoint()
                 first = False
+                self.last_active = trio.current_time()
                 self._busy = True
                 try:
                     if self._stopping:  # the last request of a draining connection
@@ -517,6 +621,14 @@ class _Connection:
             await _sendfile(sock, fd, part)
         if buffers:
             await _writev_all(sock, fd, buffers)
+
+
+def resolve_host(host: str) -> str:
+    """A host name's address for ``max.connections.per.ip.overrides``: the first IPv4 one if
+    any (Java's ``InetAddress.getByName`` prefers IPv4), else the first. Raises OSError."""
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    return infos[0][4][0]
 
 
 def _error_response(api_key: int, code: int, message: str | None):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from typing import Any
 
 import trio
@@ -36,6 +37,13 @@ __all__ = ["answer_raw_token", "answer_request", "new_authenticator", "register"
 
 def _now_ms() -> int:
     return int(trio.current_time() * 1000)
+
+
+def _wall_ms(conn: Any) -> int:
+    """The broker's wall clock (an OAUTHBEARER token's exp is wall time); the system's when
+    the connection's server has none (the network tests' bare KafkaServer)."""
+    clock = getattr(conn.server.state, "clock", None)
+    return clock.wall_ms() if clock is not None else int(time.time() * 1000)
 
 
 def new_authenticator(spec: Any, server_state: Any) -> SaslAuthenticator | None:
@@ -75,7 +83,7 @@ async def answer_request(conn: Any, auth: SaslAuthenticator, request: Any):
         if reason is not None:
             await _failed(conn, auth, reason)
     else:
-        outcome = auth.authenticate(body.auth_bytes, _now_ms())
+        outcome = auth.authenticate(body.auth_bytes, _now_ms(), _wall_ms(conn))
         response = m.SaslAuthenticateResponse(
             error_code=outcome.error_code,
             error_message=outcome.error_message,
@@ -93,7 +101,7 @@ async def answer_request(conn: Any, auth: SaslAuthenticator, request: Any):
 async def answer_raw_token(conn: Any, auth: SaslAuthenticator, token: bytes):
     """``(response parts, close reason or None)`` for a bare SASL token (SaslHandshake v0):
     the answer is a bare size-prefixed token; a failure has no answer, only the close."""
-    outcome = auth.authenticate(token, _now_ms())
+    outcome = auth.authenticate(token, _now_ms(), _wall_ms(conn))
     if outcome.failed:
         await _failed(conn, auth, f"{auth.close_reason}: {outcome.error_message}")
         return [], auth.close_reason

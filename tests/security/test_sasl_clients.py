@@ -3,13 +3,13 @@ SCRAM-SHA-512: produce, consume, join groups, run a transaction; and what must b
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 
 import pytest
 
 from kcore.protocol import messages as m
+from tests.producing import producing_throughout
 from tests.security.sasl_cluster import (
     RawSasl,
     SaslCluster,
@@ -273,23 +273,7 @@ def test_truncated_and_garbage_sasl_exchanges_leave_other_clients_served(cluster
 
     topic = _name("busy")
     producer = Producer(confluent_conf(cluster, "SCRAM-SHA-512"))
-    delivered, failures, stop = [], [], threading.Event()
-
-    def produce():
-        i = 0
-        while not stop.is_set():
-            producer.produce(
-                topic,
-                value=b"%d" % i,
-                on_delivery=lambda err, msg: (failures if err else delivered).append(err),
-            )
-            producer.poll(0.01)
-            i += 1
-        producer.flush(60)
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    try:
+    with producing_throughout(producer, topic) as outcome:
         handshake = m.SaslHandshakeRequest(mechanism="SCRAM-SHA-256")
         for i in range(150):
             with RawSasl(cluster.sasl_port) as raw:
@@ -310,10 +294,7 @@ def test_truncated_and_garbage_sasl_exchanges_leave_other_clients_served(cluster
                 else:  # raw-token mode, then a truncated token
                     raw.call(17, 0, m.SaslHandshakeRequest(mechanism="PLAIN"))
                     raw.send_raw(b"\x00\x00\x00\x20\x00alice")
-    finally:
-        stop.set()
-        thread.join(120)
-    assert not failures and len(delivered) > 0
+    assert not outcome.failures and len(outcome.delivered) > 0
     _still_serves(cluster)
 
 

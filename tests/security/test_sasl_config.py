@@ -62,12 +62,54 @@ def test_sasl_keys_have_kafkas_defaults():
             {"sasl.enabled.mechanisms": "GSSAPI"},
             "sasl.enabled.mechanisms",
             "enables SASL mechanism GSSAPI (sasl.enabled.mechanisms), which kcore does not "
-            "support: it serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+            "support: it serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
         ),
         (
-            {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"},
+            {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,DIGEST-MD5"},
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
-            "enables SASL mechanism OAUTHBEARER",
+            "enables SASL mechanism DIGEST-MD5",
+        ),
+        (  # OAUTHBEARER against an identity provider: not built
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "sasl.oauthbearer.jwks.endpoint.url": "https://idp.example/jwks",
+            },
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "sasl.oauthbearer.jwks.endpoint.url is not supported: kcore validates only Kafka's "
+            "unsecured OAUTHBEARER tokens",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.expected.issuer": "x",
+            },
+            "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.expected.issuer",
+            "is not supported",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            },
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class",
+            "kcore loads no callback handlers",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                'unsecuredValidatorAllowableClockSkewMs="-5";',
+            },
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+            "must not be negative",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
+            },
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+            "OAUTHBEARER needs org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
         ),
         (
             {"listener.name.sasl_plaintext.plain.sasl.jaas.config": None},
@@ -154,6 +196,30 @@ def test_kcore_format_refuses_kafkas_default_gssapi_with_one_line(tmp_path):
     assert errors == [
         "kcore format: INVALID_CONFIG (40): Listener SASL_PLAINTEXT enables SASL mechanism "
         "GSSAPI (sasl.enabled.mechanisms), which kcore does not support: it serves PLAIN, "
-        "SCRAM-SHA-256, SCRAM-SHA-512"
+        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
     ]
     assert not data.exists()
+
+
+def test_sasl_oauthbearer_listener_reads_the_unsecured_validator_options():
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorPrincipalClaimName="client_id" unsecuredValidatorRequiredScope="a b" '
+        'unsecuredValidatorAllowableClockSkewMs="250";'
+    )
+    handler = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
+    config = BrokerConfig(
+        _props(
+            **{
+                "sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
+                handler: "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                "OAuthBearerUnsecuredValidatorCallbackHandler",  # Kafka's default: fine
+            }
+        )
+    )
+    options = config.sasl_listeners["SASL_PLAINTEXT"].oauthbearer
+    assert (options.principal_claim, options.scope_claim) == ("client_id", "scope")
+    assert (options.required_scope, options.allowable_clock_skew_ms) == (("a", "b"), 250)
+    without = BrokerConfig(_props(**{"sasl.enabled.mechanisms": "OAUTHBEARER"}))
+    assert without.sasl_listeners["SASL_PLAINTEXT"].oauthbearer.principal_claim == "sub"
