@@ -129,10 +129,18 @@ def test_reassignment_from_1_2_3_to_2_3_4_under_load_loses_nothing(tmp_path):
                 "Clearing broker-level throttles on brokers 1,2,3,4\n"
                 f"Clearing topic-level throttles on topic {topic}\n"
             )
-            assert all(
-                f"Reassignment of partition {topic}-0 is still in progress." in s
-                for s in statuses[:-1]
+            # Before that: in progress, or, for a moment, done on the controller (the list)
+            # while the broker that answered the metadata had not applied it yet (as with
+            # Kafka's tool: the two answers come from different places).
+            lagging = (
+                f"There is no active reassignment of partition {topic}-0, but replica set is "
+                "2,3,4,1 rather than 2,3,4."
             )
+            for s in statuses[:-1]:
+                assert (
+                    f"Reassignment of partition {topic}-0 is still in progress." in s
+                    or lagging in s
+                ), s
             acked_at_switch = len(load.acked)
             wait_until(lambda: len(load.acked) > acked_at_switch + 500, "records after the move")
         assert not load.errors, load.errors[:3]
