@@ -69,6 +69,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "elect preferred or unclean partition leaders (kafka-leader-election.sh)",
     ),
+    "reassign-partitions": (
+        "reassign_partitions",
+        "main",
+        "move partitions between brokers (kafka-reassign-partitions.sh)",
+    ),
     "log-dirs": (
         "log_dirs",
         "main",

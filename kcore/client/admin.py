@@ -30,6 +30,7 @@ from typing import Any
 import kcore
 from kcore.client.cluster import KafkaClient, Target
 from kcore.protocol import messages as m
+from kcore.protocol.errors import KafkaError
 from kcore.protocol.primitives import ZERO_UUID
 
 __all__ = [
@@ -336,6 +337,84 @@ async def elect_leaders(
         ]
     body = E(election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms)
     return await client.request(target, body)
+
+
+def reassignments_request(
+    targets: Mapping[tuple[str, int], Sequence[int] | None],
+    *,
+    allow_replication_factor_change: bool = True,
+    timeout_ms: int = 60_000,
+) -> Any:
+    """AlterPartitionReassignments of ``{(topic, partition): target replicas}`` (None: cancel
+    the partition's reassignment), topics in first-seen order."""
+    R = m.AlterPartitionReassignmentsRequest
+    return R(
+        timeout_ms=timeout_ms,
+        allow_replication_factor_change=allow_replication_factor_change,
+        topics=[
+            R.ReassignableTopic(
+                name=topic,
+                partitions=[
+                    R.ReassignablePartition(
+                        partition_index=p, replicas=None if r is None else list(r)
+                    )
+                    for p, r in plist
+                ],
+            )
+            for topic, plist in _by_topic(targets.items()).items()
+        ],
+    )
+
+
+async def alter_partition_reassignments(
+    client: KafkaClient,
+    targets: Mapping[tuple[str, int], Sequence[int] | None],
+    *,
+    timeout_ms: int = 60_000,
+    target: Target = "any",
+) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """Start (or cancel, None) reassignments; any broker forwards them to the controller.
+    Returns ``{(topic, partition): (error code, message)}``, a top-level error in every
+    partition's entry."""
+    response = await client.request(target, reassignments_request(targets, timeout_ms=timeout_ms))
+    out = {}
+    for t in response.responses:
+        for p in t.partitions:
+            code, message = p.error_code, p.error_message
+            if response.error_code:
+                code, message = response.error_code, response.error_message
+            out[(t.name, p.partition_index)] = (code, message)
+    return out
+
+
+async def list_partition_reassignments(
+    client: KafkaClient,
+    partitions: Iterable[tuple[str, int]] | None = None,
+    *,
+    timeout_ms: int = 60_000,
+    target: Target = "any",
+) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """The ongoing reassignments (of ``partitions``; None: all) as ``{(topic, partition):
+    (replicas, adding, removing)}``. Raises KafkaError for a top-level error."""
+    L = m.ListPartitionReassignmentsRequest
+    topics = None
+    if partitions is not None:
+        topics = [
+            L.ListPartitionReassignmentsTopics(name=t, partition_indexes=[p for p, _ in plist])
+            for t, plist in _by_topic((tp, None) for tp in partitions).items()
+        ]
+    response = await client.request(target, L(timeout_ms=timeout_ms, topics=topics))
+    if response.error_code:
+        raise KafkaError(response.error_code, response.error_message)
+    return {
+        (t.name, p.partition_index): (
+            list(p.replicas),
+            list(p.adding_replicas),
+            list(p.removing_replicas),
+        )
+        for t in response.topics
+        for p in t.partitions
+    }
 
 
 async def _leader_of_all(client: KafkaClient, partitions: Iterable[tuple[str, int]]) -> int:

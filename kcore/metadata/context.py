@@ -37,11 +37,11 @@ T = TypeVar("T")
 # in one batch (BoundedList); a CreateTopics for a billion partitions must not stall the quorum.
 MAX_RECORDS_PER_USER_OP = 10_000
 
-# kcore replicates only in part yet (issue #17): follower fetchers, the ISR and acks=all are
-# there (kcore/server/replication.py), internal topics, reassignment and the mirror on a
-# replicated destination are not. Unless kcore.replication.enable is set, every operation that
-# would give a partition more replicas answers INVALID_REPLICATION_FACTOR; the internal topics
-# are created with at most this many either way. #17 lifts it.
+# Replication (issue #17) is experimental: follower fetchers, the ISR, acks=all, internal
+# topics, reassignment and the mirror on a replicated destination are there behind
+# kcore.replication.enable. Unless it is set, every operation that would give a partition more
+# replicas answers INVALID_REPLICATION_FACTOR, and the internal topics are created with at most
+# this many.
 REPLICATION_FACTOR_LIMIT = 1
 REPLICATION_FACTOR_MAX = 32767  # Kafka's bound on a replication factor (an int16)
 
@@ -122,9 +122,8 @@ class ControllerConfig:
             broker_heartbeat_interval_ms=_int(props, "broker.heartbeat.interval.ms", 2000),
             delete_topic_enable=_bool(props, "delete.topic.enable", True),
             static_config=dict(props),
-            # kcore.replication.enable (experimental, #17): follower replication is there, the
-            # rest of #17 (internal topics, reassignment, the mirror on a replicated
-            # destination) is not, so several replicas stay refused unless asked for.
+            # kcore.replication.enable (experimental, #17): several replicas stay refused
+            # unless asked for.
             max_replication_factor=(
                 REPLICATION_FACTOR_MAX
                 if _bool(props, "kcore.replication.enable", False)

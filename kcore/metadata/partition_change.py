@@ -1,6 +1,5 @@
-"""Building ``PartitionChangeRecord``s: Kafka's ``PartitionChangeBuilder``, without reassignment
-and without ELR (kcore's controller does not run eligible leader replicas yet; it keeps the
-fields a log may carry).
+"""Building ``PartitionChangeRecord``s: Kafka's ``PartitionChangeBuilder``, without ELR (kcore's
+controller does not run eligible leader replicas yet; it keeps the fields a log may carry).
 
 Rules
 -----
@@ -16,6 +15,13 @@ Rules
 * Naming a leader in the record, even the same one, bumps the leader epoch on replay; that is
   how ``bump_leader_epoch`` works. ``min_leader_epoch`` (spec M-88, decision D-10) also names
   the current leader and carries the floor, so the new epoch is ``max(current + 1, floor)``.
+* Reassignment (``kcore.metadata.reassignment_replicas``): the target replicas, adding and
+  removing replicas default to the registration's. Every change first checks whether an
+  ongoing reassignment can complete with the target ISR (every staying replica in it); then
+  the replicas become the target, the removing ones leave the ISR, adding and removing are
+  emptied, and the leader is elected among the remaining replicas, in their order. A change
+  whose replicas do not include all the current ones names the leader (an epoch bump), so
+  that a removed replica's fetches are fenced.
 * A change that changes nothing returns ``None``.
 """
 
@@ -31,6 +37,7 @@ from kcore.metadata.image import (
     LeaderRecoveryState,
     PartitionRegistration,
 )
+from kcore.metadata.reassignment_replicas import ReassignmentReplicas
 from kcore.metadata.records import PartitionChangeRecord
 
 __all__ = ["Election", "build_partition_change", "validate_isr"]
@@ -56,6 +63,9 @@ def build_partition_change(
     *,
     is_acceptable_leader: Callable[[int], bool],
     target_isr: Sequence[int] | None = None,
+    target_replicas: Sequence[int] | None = None,
+    target_adding: Sequence[int] | None = None,
+    target_removing: Sequence[int] | None = None,
     target_leader_recovery_state: int | None = None,
     election: Election = Election.ONLINE,
     bump_leader_epoch: bool = False,
@@ -63,19 +73,29 @@ def build_partition_change(
 ) -> PartitionChangeRecord | None:
     """The record that moves ``reg`` to the target state, or ``None`` if nothing changes."""
     isr = list(reg.isr) if target_isr is None else list(target_isr)
+    reassignment = ReassignmentReplicas(
+        tuple(reg.replicas if target_replicas is None else target_replicas),
+        tuple(reg.adding_replicas if target_adding is None else target_adding),
+        tuple(reg.removing_replicas if target_removing is None else target_removing),
+    )
+    completed = reassignment.completed(isr)
+    if completed is not None:
+        reassignment = ReassignmentReplicas(completed[0], (), ())
+        isr = list(completed[1])
+    replicas = list(reassignment.replicas)
     rec = PartitionChangeRecord(topic_id=topic_id, partition_id=partition_id)
 
     def valid(r: int) -> bool:
         return r in isr and is_acceptable_leader(r)
 
-    leader, unclean = _elect(reg, valid, is_acceptable_leader, election)
+    leader, unclean = _elect(reg, replicas, valid, is_acceptable_leader, election)
     if leader != reg.leader:
         rec.leader = leader
         if unclean:
             rec.isr = [leader]
             if reg.leader_recovery_state != LeaderRecoveryState.RECOVERING:
                 rec.leader_recovery_state = LeaderRecoveryState.RECOVERING
-    elif bump_leader_epoch or min_leader_epoch >= 0:
+    elif bump_leader_epoch or min_leader_epoch >= 0 or not set(reg.replicas) <= set(replicas):
         rec.leader = reg.leader
     if min_leader_epoch >= 0:
         rec.min_leader_epoch = min_leader_epoch
@@ -87,8 +107,17 @@ def build_partition_change(
         and target_leader_recovery_state != reg.leader_recovery_state
     ):
         rec.leader_recovery_state = target_leader_recovery_state
+    if replicas and replicas != list(reg.replicas):
+        rec.replicas = replicas
+    if reassignment.removing != tuple(reg.removing_replicas):
+        rec.removing_replicas = list(reassignment.removing)
+    if reassignment.adding != tuple(reg.adding_replicas):
+        rec.adding_replicas = list(reassignment.adding)
     if (
         rec.isr is None
+        and rec.replicas is None
+        and rec.removing_replicas is None
+        and rec.adding_replicas is None
         and rec.leader == NO_LEADER_CHANGE
         and rec.leader_recovery_state == -1
         and rec.min_leader_epoch == -1
@@ -99,19 +128,20 @@ def build_partition_change(
 
 def _elect(
     reg: PartitionRegistration,
+    replicas: Sequence[int],
     valid: Callable[[int], bool],
     acceptable: Callable[[int], bool],
     election: Election,
 ) -> tuple[int, bool]:
-    if election is Election.PREFERRED and reg.replicas and valid(reg.replicas[0]):
-        return reg.replicas[0], False
+    if election is Election.PREFERRED and replicas and valid(replicas[0]):
+        return replicas[0], False
     if reg.leader >= 0 and valid(reg.leader):
         return reg.leader, False
-    for r in reg.replicas:
+    for r in replicas:
         if valid(r):
             return r, False
     if election is Election.UNCLEAN:
-        for r in reg.replicas:
+        for r in replicas:
             if acceptable(r):
                 return r, True
     return NO_LEADER, False

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from kcore.client.admin import reassignments_request
 from kcore.metadata import decode_record
 from kcore.metadata.context import ControllerConfig, uuid_text
 from kcore.protocol import messages as m
@@ -645,18 +646,11 @@ def test_controller_config_reads_kafkas_property_names():
 
 
 def _reassign(d, name, *targets, allow_rf_change=True, api_version=1):
+    # A list of pairs, not a dict: one partition may be asked several times.
     R = m.AlterPartitionReassignmentsRequest
-    req = R(
-        allow_replication_factor_change=allow_rf_change,
-        topics=[
-            R.ReassignableTopic(
-                name=name,
-                partitions=[
-                    R.ReassignablePartition(partition_index=i, replicas=r) for i, r in targets
-                ],
-            )
-        ],
-    )
+    req = reassignments_request({}, allow_replication_factor_change=allow_rf_change)
+    req.topics = [R.ReassignableTopic(name=name, partitions=[
+        R.ReassignablePartition(partition_index=i, replicas=r) for i, r in targets])]  # fmt: skip
     result = d.controller.alter_partition_reassignments(req, api_version)
     assert result.records == ()  # nothing is ever moved
     return [(p.error_code, p.error_message) for p in result.response.responses[0].partitions]

@@ -25,6 +25,7 @@ from kcore.client import BrokerConnection
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode
 from kcore.testing import EmbeddedCluster
+from tests.tools.tool import kcore
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -215,3 +216,22 @@ def test_consumer_offsets_comes_up_with_one_replica_and_serves_a_group(cluster, 
     logged = [r.getMessage() for r in caplog.records if "__consumer_offsets" in r.getMessage()]
     assert logged and set(logged) == {LIMIT_LOGGED}
     assert len(logged) <= 3  # once per broker at most, not per request
+
+
+def test_reassign_partitions_tool_prints_the_controllers_refusal(cluster, admin, tmp_path):
+    topic = _name("tool")
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
+    leader = admin.list_topics(timeout=10).topics[topic].partitions[0].leader
+    other = next(b for b in (1, 2, 3) if b != leader)
+    plan = tmp_path / "plan.json"
+    plan.write_text(f'{{"partitions":[{{"topic":"{topic}","partition":0,"replicas":[{other}]}}]}}')
+    out = kcore("reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers,
+                "--execute", "--reassignment-json-file", str(plan))  # fmt: skip
+    assert out.returncode == 1
+    assert out.stdout.endswith(
+        "Save this to use as the --reassignment-json-file option during rollback\n"
+        f"Error reassigning partition(s):\n{topic}-0: Reassigning {topic}-0 from replicas "
+        f"[{leader}] to [{other}] takes 2 replicas while the new ones copy the log"
+        + NOT_AVAILABLE
+        + "\n"
+    )
