@@ -13,7 +13,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kcore-installed
 
-.PHONY: debs run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics bench-security soak mutate mutate-results clean
+.PHONY: debs run test lint format bench bench-protocol bench-log bench-raft bench-controller bench-broker bench-group bench-txn bench-mirror bench-dump-log bench-mirror-sync bench-admin-metrics bench-security bench-replication soak mutate mutate-results clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
@@ -129,6 +129,11 @@ bench-mirror-sync: $(STAMP)
 # target, and the request path's recording cost (issue #16).
 bench-admin-metrics: $(STAMP)
 	$(PY) bench/admin_metrics_bench.py
+
+# Three kcore processes: acks=all RF=3 against acks=1 RF=1, acks=all latency at half load, and
+# a SIGSTOPped follower's catch-up of a 128 MiB backlog (1 GiB: ARGS=--full) (issue #17).
+bench-replication: $(STAMP)
+	$(PY) bench/replication_bench.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info mutants
