@@ -31,8 +31,10 @@ Rules (Kafka's):
   offset at which this leader epoch began (it has everything this leader wrote so far as
   leader), proposed from the fetch that shows it.
 * One change in flight at a time; the controller's answer (or the metadata carrying a new
-  partition epoch) commits or drops it. A change that failed is simply proposed again later.
-  The leader is never left out of a proposed ISR.
+  partition epoch) commits or drops it. Metadata at the partition epoch the change was
+  proposed at is the state the change was built on: the change stays in flight. A change
+  that failed is simply proposed again later. The leader is never left out of a proposed
+  ISR.
 
 Time is passed in (``now_ms``); nothing here blocks or sends.
 """
@@ -217,12 +219,19 @@ class LeaderIsrState:
 
     def committed(self, isr: Iterable[int], partition_epoch: int) -> None:
         """The controller's state at ``partition_epoch`` (its answer, or the metadata): the
-        ISR becomes it, and the change in flight is done, whatever it was."""
+        ISR becomes it, and the change in flight is done, whatever it was -- unless that
+        change was proposed at ``partition_epoch``: then this is the state it was built on
+        (the metadata reaches the leader after the controller's answer to the previous
+        change), and the change is still in flight. Dropping it there would let the HW pass
+        a joining follower the controller may yet add (Kafka's ``makeLeader`` does drop it;
+        the replication simulation, ``tests/replica/simulation.py``, found the window)."""
         if partition_epoch < self.partition_epoch:
             return  # an older state than the one we have (a late answer)
         isr = tuple(isr)
         self.isr = isr if self.leader in isr else (self.leader, *isr)
         self.partition_epoch = partition_epoch
+        if self.pending is not None and self.pending.partition_epoch == partition_epoch:
+            return
         self.pending = None
 
     def failed(self, change: IsrChange) -> None:

@@ -54,7 +54,14 @@ from kcore.replica.partition import Partition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FollowerLeaderEndpoint", "IsrChanges", "ReplicaFetchers", "replica_fetcher_config"]
+__all__ = [
+    "FollowerLeaderEndpoint",
+    "IsrChanges",
+    "ReplicaFetchers",
+    "alter_partition_request",
+    "apply_alter_partition_response",
+    "replica_fetcher_config",
+]
 
 ALTER_PARTITION_VERSION = 3
 RETRY_BACKOFF_S = 0.1
@@ -225,25 +232,7 @@ class IsrChanges:
             self.broker.replica_manager.maybe_shrink_isrs(self.broker.clock.wall_ms(), lag_ms)
 
     async def _send(self, batch: dict[TopicPartition, tuple[Partition, IsrChange]]) -> None:
-        A = m.AlterPartitionRequest
-        topics: dict = {}
-        for partition, change in batch.values():
-            topics.setdefault(partition.topic_id, []).append(
-                A.PartitionData(
-                    partition_index=partition.index,
-                    leader_epoch=change.leader_epoch,
-                    new_isr_with_epochs=[
-                        A.BrokerState(broker_id=b, broker_epoch=e)
-                        for b, e in zip(change.new_isr, change.broker_epochs, strict=True)
-                    ],
-                    partition_epoch=change.partition_epoch,
-                )
-            )
-        request = A(
-            broker_id=self.broker.node_id,
-            broker_epoch=self.broker.broker_epoch,
-            topics=[A.TopicData(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
-        )
+        request = alter_partition_request(self.broker.node_id, self.broker.broker_epoch, batch)
         self.sent += 1
         try:
             response = await self.broker.controller_call(
@@ -253,43 +242,83 @@ class IsrChanges:
             raise
         except Exception as e:
             log.info("AlterPartition failed, the ISR changes are proposed again later: %s", e)
-            self._fail_all(batch)
+            _drop_changes(batch)
             await trio.sleep(RETRY_BACKOFF_S)
             return
-        if response.error_code:
-            log.info("AlterPartition refused: %s", ErrorCode(response.error_code).name)
-            self._fail_all(batch)
-            await trio.sleep(RETRY_BACKOFF_S)
-            return
-        by_key = {(p.topic_id, p.index): (p, c) for p, c in batch.values()}
-        refused = False
-        for t in response.topics:
-            for pd in t.partitions:
-                entry = by_key.get((t.topic_id, pd.partition_index))
-                if entry is None:
-                    continue
-                partition, change = entry
-                if pd.error_code:
-                    refused = True
-                    log.info(
-                        "AlterPartition of %s to ISR %s refused: %s", partition.name,
-                        list(change.new_isr), ErrorCode(pd.error_code).name,
-                    )  # fmt: skip
-                    if partition.isr_state is not None:
-                        partition.isr_state.failed(change)
-                    continue
-                if partition.isr_committed(pd.isr, pd.leader_epoch, pd.partition_epoch):
-                    log.info(
-                        "ISR of %s is now %s (partition epoch %d)", partition.name,
-                        list(pd.isr), pd.partition_epoch,
-                    )  # fmt: skip
-                    self.broker.purgatory.notify(partition.topic_partition)
+        committed, refused = apply_alter_partition_response(batch, response)
+        for partition in committed:
+            self.broker.purgatory.notify(partition.topic_partition)
         if refused:
             # A refused change is proposed again by the next fetch or check: not at once (a
             # fenced follower that keeps fetching would otherwise be re-proposed per fetch).
             await trio.sleep(RETRY_BACKOFF_S)
 
-    def _fail_all(self, batch) -> None:
-        for partition, change in batch.values():
-            if partition.isr_state is not None:
-                partition.isr_state.failed(change)
+
+def _drop_changes(batch: Mapping[TopicPartition, tuple[Partition, IsrChange]]) -> None:
+    """Each change of ``batch`` is proposed again later (the request failed or was refused)."""
+    for partition, change in batch.values():
+        if partition.isr_state is not None:
+            partition.isr_state.failed(change)
+
+
+def alter_partition_request(
+    broker_id: int, broker_epoch: int, batch: Mapping[TopicPartition, tuple[Partition, IsrChange]]
+) -> m.AlterPartitionRequest:
+    """The AlterPartition (v3: each member's broker epoch) carrying ``batch``'s changes."""
+    A = m.AlterPartitionRequest
+    topics: dict = {}
+    for partition, change in batch.values():
+        topics.setdefault(partition.topic_id, []).append(
+            A.PartitionData(
+                partition_index=partition.index,
+                leader_epoch=change.leader_epoch,
+                new_isr_with_epochs=[
+                    A.BrokerState(broker_id=b, broker_epoch=e)
+                    for b, e in zip(change.new_isr, change.broker_epochs, strict=True)
+                ],
+                partition_epoch=change.partition_epoch,
+            )
+        )
+    return A(
+        broker_id=broker_id,
+        broker_epoch=broker_epoch,
+        topics=[A.TopicData(topic_id=tid, partitions=ps) for tid, ps in topics.items()],
+    )
+
+
+def apply_alter_partition_response(
+    batch: Mapping[TopicPartition, tuple[Partition, IsrChange]],
+    response: m.AlterPartitionResponse,
+) -> tuple[list[Partition], bool]:
+    """The controller's answer to ``batch``: each change committed on its partition (if it still
+    leads at that epoch) or dropped, to be proposed again later. Returns the partitions whose
+    ISR moved (their acks=all waits may complete) and whether anything was refused."""
+    if response.error_code:
+        log.info("AlterPartition refused: %s", ErrorCode(response.error_code).name)
+        _drop_changes(batch)
+        return [], True
+    by_key = {(p.topic_id, p.index): (p, c) for p, c in batch.values()}
+    committed: list[Partition] = []
+    refused = False
+    for t in response.topics:
+        for pd in t.partitions:
+            entry = by_key.get((t.topic_id, pd.partition_index))
+            if entry is None:
+                continue
+            partition, change = entry
+            if pd.error_code:
+                refused = True
+                log.info(
+                    "AlterPartition of %s to ISR %s refused: %s", partition.name,
+                    list(change.new_isr), ErrorCode(pd.error_code).name,
+                )  # fmt: skip
+                if partition.isr_state is not None:
+                    partition.isr_state.failed(change)
+                continue
+            if partition.isr_committed(pd.isr, pd.leader_epoch, pd.partition_epoch):
+                log.info(
+                    "ISR of %s is now %s (partition epoch %d)", partition.name,
+                    list(pd.isr), pd.partition_epoch,
+                )  # fmt: skip
+                committed.append(partition)
+    return committed, refused

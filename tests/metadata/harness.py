@@ -41,6 +41,28 @@ def assigned_topic_request(
     )])  # fmt: skip
 
 
+def registration_request(
+    broker_id: int, incarnation: uuid.UUID, rack: str | None = None
+) -> m.BrokerRegistrationRequest:
+    """A broker's BrokerRegistration: one PLAINTEXT listener, the features kcore supports."""
+    R = m.BrokerRegistrationRequest
+    return R(
+        broker_id=broker_id,
+        cluster_id=CLUSTER_ID,
+        incarnation_id=incarnation,
+        listeners=[
+            R.Listener(
+                name="PLAINTEXT", host="localhost", port=9092 + broker_id, security_protocol=0
+            )
+        ],
+        features=[
+            R.Feature(name="metadata.version", min_supported_version=7, max_supported_version=30),
+            R.Feature(name="mirror.version", min_supported_version=0, max_supported_version=1),
+        ],
+        rack=rack,
+    )
+
+
 class Driver:
     def __init__(
         self,
@@ -90,25 +112,7 @@ class Driver:
 
     def register(self, broker_id: int, rack: str | None = None, *, unfence: bool = True):
         inc = self.incarnations.setdefault(broker_id, uuid.UUID(int=self.rng.getrandbits(128)))
-        req = m.BrokerRegistrationRequest(
-            broker_id=broker_id,
-            cluster_id=CLUSTER_ID,
-            incarnation_id=inc,
-            listeners=[
-                m.BrokerRegistrationRequest.Listener(
-                    name="PLAINTEXT", host="localhost", port=9092 + broker_id, security_protocol=0
-                )
-            ],
-            features=[
-                m.BrokerRegistrationRequest.Feature(
-                    name="metadata.version", min_supported_version=7, max_supported_version=30
-                ),
-                m.BrokerRegistrationRequest.Feature(
-                    name="mirror.version", min_supported_version=0, max_supported_version=1
-                ),
-            ],
-            rack=rack,
-        )
+        req = registration_request(broker_id, inc, rack)
         resp = self.run(self.controller.register_broker(req, self.now))
         assert resp.error_code == 0, resp
         if unfence:

@@ -127,6 +127,24 @@ def test_one_change_in_flight_and_stale_answers_ignored():
     assert s.isr == (1, 2, 3) and s.partition_epoch == 8
 
 
+def test_metadata_at_the_epoch_a_change_was_proposed_at_keeps_it_in_flight():
+    """The controller answered a shrink (partition epoch 8), the leader proposed an expansion
+    on it, and then the metadata of epoch 8 arrived (it travels apart from the answer): the
+    expansion is still in flight, so the joining follower still holds the HW back. Dropping
+    it there let the HW pass the follower, which the controller then added to the ISR
+    without the records below the HW (found by tests/replica/test_replication_simulation.py)."""
+    s = leader_state(isr=(1, 2))
+    s.follower_fetched(2, 10, 10, now_ms=0)
+    s.follower_fetched(3, 10, 10, now_ms=0)
+    change = s.maybe_expand(3, high_watermark=10)
+    s.committed((1, 2), partition_epoch=7)  # the metadata of the state it was built on
+    assert s.pending is change and s.maximal_isr == (1, 2, 3)
+    s.follower_fetched(2, 14, 14, now_ms=1)  # the leader appended to 14; 3 has not fetched
+    assert s.high_watermark(14) == 10
+    s.committed((1, 2), partition_epoch=8)  # a newer state (the controller moved on): dropped
+    assert s.pending is None and s.high_watermark(14) == 14
+
+
 def test_the_leader_is_never_proposed_out_of_the_isr():
     s = leader_state()
     change = s.maybe_shrink(0, now_ms=2 * LAG_MS, lag_ms=LAG_MS)
@@ -143,6 +161,7 @@ step = st.one_of(
     st.tuples(st.just("tick"), st.integers(0, LAG_MS)),
     st.tuples(st.just("shrink")),
     st.tuples(st.just("answer"), st.booleans()),
+    st.tuples(st.just("metadata")),
 )
 
 
@@ -151,12 +170,16 @@ step = st.one_of(
 def test_high_watermark_never_decreases_nor_passes_an_isr_member(steps):
     """A leader's run: appends, follower fetches (each follower's position only moves up and
     never past the leader's end), time, lag checks and the controller's answers (accepted or
-    refused). The HW kept as the partition keeps it (never moved back) never decreases, is
-    never above the log end offset of any member of the ISR (committed or maximal), and the
-    leader is in every ISR, proposed or committed."""
+    refused, in the order proposed: the controller accepts a change only at its own partition
+    epoch) and the metadata, which repeats the controller's state apart from the answers. The
+    HW kept as the partition keeps it (never moved back) never decreases, is never above the
+    log end offset of any member of the ISR (committed or maximal, the leader's or the
+    controller's), and the leader is in every ISR, proposed or committed."""
     s = leader_state(start=0)
     leo, hw, now, epoch = 0, 0, 0, 7
     positions = {2: 0, 3: 0}
+    controller_isr = (1, 2, 3)
+    inflight = []  # the changes sent, as the controller will see them
     for op in steps:
         kind = op[0]
         if kind == "append":
@@ -170,12 +193,18 @@ def test_high_watermark_never_decreases_nor_passes_an_isr_member(steps):
             now += op[1]
         elif kind == "shrink":
             s.maybe_shrink(leo, now_ms=now, lag_ms=LAG_MS)
-        elif s.pending is not None:
-            if op[1]:
+        elif kind == "metadata":
+            s.committed(controller_isr, epoch)
+        elif inflight:
+            change = inflight.pop(0)
+            if op[1] and change.partition_epoch == epoch:
                 epoch += 1
-                s.committed(s.pending.new_isr, epoch)
+                controller_isr = change.new_isr
+                s.committed(change.new_isr, epoch)
             else:
-                s.failed(s.pending)
+                s.failed(change)
+        if s.pending is not None and s.pending not in inflight:
+            inflight.append(s.pending)
         new_hw = max(hw, s.high_watermark(leo))
         assert new_hw >= hw
         hw = new_hw
@@ -183,5 +212,5 @@ def test_high_watermark_never_decreases_nor_passes_an_isr_member(steps):
         assert 1 in s.isr and 1 in s.maximal_isr
         if s.pending is not None:
             assert 1 in s.pending.new_isr
-        for member in s.maximal_isr:
+        for member in {*s.maximal_isr, *controller_isr}:
             assert hw <= ends[member], (member, hw, ends)
