@@ -38,8 +38,12 @@ from kcore.security.jaas import (
     parse_jaas_config,
 )
 from kcore.security.sasl_client import SaslClientSettings
-from kcore.security.sasl_config import SUPPORTED_MECHANISMS, is_sasl
+from kcore.security.sasl_config import PLAIN, SCRAM_MECHANISMS, is_sasl
 from kcore.security.tls_config import TLS_PROTOCOLS, client_context_of, resolve
+
+# What a node can log in with: a username and password from the JAAS config. OAUTHBEARER
+# needs a token source kcore's nodes do not have (listeners may still serve it to clients).
+NODE_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 
 __all__ = [
     "CONTROLLER_MECHANISM_KEY",
@@ -85,13 +89,13 @@ def internal_login(
         return None
     role = "inter-broker" if mechanism_key == INTER_BROKER_MECHANISM_KEY else "controller"
     mechanism = mechanism.strip()
-    if mechanism not in SUPPORTED_MECHANISMS:
+    if mechanism not in NODE_MECHANISMS:
         default = " (Kafka's default)" if mechanism == "GSSAPI" else ""
         raise InvalidConfigError(
             mechanism_key,
             f"{mechanism_key}={mechanism}{default} is not supported by kcore: the {role} "
             f"listener {listener} is {protocol}, and kcore's nodes authenticate to each other "
-            f"with {', '.join(SUPPORTED_MECHANISMS)}",
+            f"with {', '.join(NODE_MECHANISMS)}",
         )
     if enabled is not None and mechanism not in enabled:
         raise InvalidConfigError(
