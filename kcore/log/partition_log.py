@@ -327,7 +327,7 @@ class PartitionLog(LogRetention, LogReads):
                 last,
                 is_transactional,
             )
-        segment = self._segment_for(size, max_ts, last, now_ms, limits)
+        segment = self._segment_for(size, max_ts, first, last, now_ms, limits)
         segment.append_batch(
             _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, last, max_ts
         )
@@ -480,7 +480,7 @@ class PartitionLog(LogRetention, LogReads):
         size = sum(v.batch.size_in_bytes for v in validated)
         first, last = validated[0].first_offset, validated[-1].last_offset
         limits = self._limits()
-        segment = self._segment_for(size, validated[0].max_timestamp, last, now_ms, limits)
+        segment = self._segment_for(size, validated[0].max_timestamp, first, last, now_ms, limits)
 
         # Kafka's shallow offset of the max timestamp: the last offset of the batch carrying it.
         max_ts, offset_of_max = NO_TIMESTAMP, -1
@@ -533,10 +533,12 @@ class PartitionLog(LogRetention, LogReads):
         if epoch >= 0 and (latest is None or epoch > latest):
             self.epoch_cache.assign(epoch, start_offset)
 
-    def _segment_for(self, size: int, max_ts: int, last: int, now_ms: int, limits) -> LogSegment:
-        """The segment an append of ``size`` bytes ending at offset ``last`` goes to: the
-        active one, or a new one when :meth:`_maybe_roll` decides (and logs) that one of its
-        conditions holds. The conditions are checked here first, inline: most appends roll
+    def _segment_for(
+        self, size: int, max_ts: int, first: int, last: int, now_ms: int, limits
+    ) -> LogSegment:
+        """The segment an append of ``size`` bytes from offset ``first`` to ``last`` goes to:
+        the active one, or a new one when :meth:`_maybe_roll` decides (and logs) that one of
+        its conditions holds. The conditions are checked here first, inline: most appends roll
         nothing and should not pay for the call."""
         segment = self.segments[-1]
         seg_size = segment.log.size
@@ -544,9 +546,9 @@ class PartitionLog(LogRetention, LogReads):
             rolling_ts = segment.rolling_based_timestamp  # segment.ms: timeWaitedForRoll
             waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
             if seg_size + size > limits.segment_size or segment.is_full or waited > limits.roll_ms:
-                segment = self._maybe_roll(size, max_ts, last, now_ms)
+                segment = self._maybe_roll(size, max_ts, first, last, now_ms)
         if last - segment.base_offset > INT32_MAX:
-            segment = self._maybe_roll(size, max_ts, last, now_ms)
+            segment = self._maybe_roll(size, max_ts, first, last, now_ms)
         return segment
 
     def _commit_append(
@@ -594,7 +596,9 @@ class PartitionLog(LogRetention, LogReads):
 
     # -- rolling and flushing --------------------------------------------------------------
 
-    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int):
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now_ms: int
+    ):
         seg = self.active_segment
         reason = None
         if seg.size > 0 and seg.size + size > self.config.segment_size:
@@ -612,20 +616,26 @@ class PartitionLog(LogRetention, LogReads):
                 reason = "segment.ms"
         if reason is None:
             return seg
-        log.debug("%s: rolling segment at %d (%s)", self.name, self.log_end_offset, reason)
-        return self.roll(now_ms)
+        # At the append's first offset, as Kafka's maybeRoll: a follower's (or the mirror's) batch
+        # may start far past the log end (a compacted source), so far that its offsets would not
+        # fit a segment based at the log end either.
+        log.debug("%s: rolling segment at %d (%s)", self.name, first_offset, reason)
+        return self.roll(now_ms, first_offset)
 
-    def roll(self, now_ms: int = 0) -> LogSegment:
-        """Start a new active segment at the log end offset."""
+    def roll(self, now_ms: int = 0, next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``next_offset`` (the offset the next append starts
+        at), never below the log end offset. An empty active segment already based there is
+        kept; one based lower stays behind, empty, as in Kafka."""
         old = self.active_segment
-        if old.size == 0 and old.base_offset == self.log_end_offset:
+        base = self.log_end_offset if next_offset is None else max(next_offset, self.log_end_offset)
+        if old.size == 0 and old.base_offset == base:
             return old
         # Appends written behind reach the file before the segment is left: after a crash,
         # only the last segment may be short of its data (the loader recovers it).
         old.log.settle()
         old.on_become_inactive()
         self.producer_state.take_snapshot()
-        seg = LogSegment(self.dir, self.log_end_offset, self.segment_config, created_ms=now_ms)
+        seg = LogSegment(self.dir, base, self.segment_config, created_ms=now_ms)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         return seg
