@@ -263,8 +263,8 @@ def main() -> None:
         "--variants",
         default="sessions",
         help="comma-separated, measured one after the other in this run: sessions (the "
-        "mirror fetchers' KIP-227 fetch sessions, kcore's behaviour), sessionless; +frozen "
-        "after either: gc.collect() and gc.freeze() first (else gc.unfreeze())",
+        "mirror fetchers' KIP-227 fetch sessions, kcore's behaviour), sessionless; after either "
+        "+frozen (gc.collect() and gc.freeze() first) or +unfrozen (gc.unfreeze() first)",
     )
     parser.add_argument("--idle", type=float, default=10.0, help="idle window per variant, s")
     args = parser.parse_args()
@@ -464,7 +464,8 @@ async def _apply_variant(broker, variant: str) -> None:
     """``sessions`` / ``sessionless``: the mirror fetchers' Fetch with or without a KIP-227
     session (the endpoint's handler swapped; a new one starts with a full fetch). ``+frozen``:
     every object alive now (the 10,000 partitions' state) collected once and frozen out of the
-    collector's sight (``gc.freeze``); without it, unfrozen."""
+    collector's sight (what the broker's own policy does, ``kcore/server/gc_policy.py``);
+    ``+unfrozen``: ``gc.unfreeze()`` (as before that policy); neither: as the broker left it."""
     from kcore.replica.fetch_session_handler import FetchSessionHandler
 
     fetch, _, gc_policy = variant.partition("+")
@@ -477,7 +478,7 @@ async def _apply_variant(broker, variant: str) -> None:
         gc.freeze()
         print(f"gc.collect() + gc.freeze(): {(time.perf_counter() - t) * 1000:.0f} ms, "
               f"{gc.get_freeze_count()} objects frozen", flush=True)  # fmt: skip
-    else:
+    elif gc_policy == "unfrozen":
         gc.unfreeze()
 
 
