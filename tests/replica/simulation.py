@@ -266,8 +266,8 @@ class Simulation:
         if self.mutation == "elect_outside_isr":
             real = partition_change._elect
 
-            def elect(reg, valid, acceptable, election):
-                return real(reg, acceptable, acceptable, election)
+            def elect(reg, replicas, valid, acceptable, election):
+                return real(reg, replicas, acceptable, acceptable, election)
 
             with mock.patch.object(partition_change, "_elect", elect):
                 yield
