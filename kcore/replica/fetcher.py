@@ -251,11 +251,16 @@ class FetcherTask:
     async def _process(self, output) -> None:
         core = self.core
         tp = output.tp
+        awaited = _AWAITED.get(type(output))
+        if awaited is not None:
+            state = core.partitions.get(tp)
+            # Removed (or re-added) while an earlier output of the same answer was processed:
+            # the answer is stale, and acting on it would append to, or truncate, a log this
+            # fetcher no longer owns (Kafka checks the partition's fetch state the same way).
+            if state is None or state.status is not awaited:
+                return
         try:
             if isinstance(output, AppendRecords):
-                state = core.partitions.get(tp)
-                if state is None or state.status is not FetchStatus.PENDING:
-                    return  # removed (or re-added) while an earlier output was processed
                 result = self.handler.append(output)
                 if result.refetch:
                     core.truncated(tp, result.next_offset, result.last_epoch)
@@ -267,10 +272,8 @@ class FetcherTask:
                 offset, epoch = self.handler.truncate_on_divergence(output)
                 core.truncated(tp, offset, epoch)
             elif isinstance(output, HandleOutOfRange):
-                state = core.partitions.get(tp)
-                epoch = -1 if state is None else state.current_leader_epoch
                 action = await self.handler.resolve_out_of_range(
-                    tp, output.fetch_offset, self.endpoint, epoch
+                    tp, output.fetch_offset, self.endpoint, state.current_leader_epoch
                 )
                 if action.fail is not None:
                     core.remove_partition(tp)
@@ -295,6 +298,14 @@ class FetcherTask:
             code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
             log.warning("%s: %s failed for %s-%d: %s", self.name, type(output).__name__, *tp, e)
             core.delay(tp, trio.current_time(), code)
+
+
+#: The status the core leaves a partition in when it hands out each kind of local work.
+_AWAITED = {
+    AppendRecords: FetchStatus.PENDING,
+    TruncateOnDivergence: FetchStatus.TRUNCATING,
+    HandleOutOfRange: FetchStatus.TRUNCATING,
+}
 
 
 def _replace(config: FetcherConfig, **changes) -> FetcherConfig:
