@@ -84,7 +84,7 @@ async def main(bootstrap, topic):
         offset = 0
         while True:
             b = RecordBatchBuilder(base_offset=0)
-            b.append(0, None, b"probe")
+            b.append(int(time.time() * 1000), None, b"probe")
             t0 = time.monotonic()
             try:  # a request that times out counts with the time it took
                 response = await kadmin.produce(client, {(topic, 0): b.build()}, acks=1)
@@ -157,7 +157,8 @@ async def fill_source(bootstrap: str, args) -> None:
         for n in names:
             builder = RecordBatchBuilder(base_offset=0)
             for j in range(5):
-                builder.append(0, None, b"r%d" % j)
+                # Today's timestamps: at 0 (1970) retention would delete them mid-bench.
+                builder.append(int(time.time() * 1000), None, b"r%d" % j)
             await kadmin.produce(client, {(n, 0): builder.build()}, acks=1)
         await commit_groups(client, args, 1)
         C = m.CreateAclsRequest
@@ -258,6 +259,14 @@ def main() -> None:
         "--steps", action="store_true", help="report the longest loop steps during the rounds"
     )
     parser.add_argument("--profile", metavar="FILE", help="cProfile the destination's rounds")
+    parser.add_argument(
+        "--variants",
+        default="sessions",
+        help="comma-separated, measured one after the other in this run: sessions (the "
+        "mirror fetchers' KIP-227 fetch sessions, kcore's behaviour), sessionless; after either "
+        "+frozen (gc.collect() and gc.freeze() first) or +unfrozen (gc.unfreeze() first)",
+    )
+    parser.add_argument("--idle", type=float, default=10.0, help="idle window per variant, s")
     args = parser.parse_args()
     if args.verbose:
         logging.basicConfig(format="%(asctime)s %(name)s %(message)s")
@@ -276,8 +285,6 @@ def main() -> None:
     print(f"source filled in {time.monotonic() - t:.1f} s: {args.topics} topics x "
           f"{args.partitions} partitions, {args.groups} groups, {args.acls} ACLs", flush=True)  # fmt: skip
     config = {**CLUSTER, "mirror.metadata.refresh.interval.ms": "3600000"}
-    results: dict[str, list[float]] = {"commit": [], "steady": []}
-    windows: list[tuple[float, float]] = []
     try:
         with EmbeddedCluster(config=config) as dest:
             dest.create_topic("probe")
@@ -324,6 +331,7 @@ def main() -> None:
 
             sync = dest.broker.mirror_sync
             steps = LoopSteps()
+            pauses = Gen2Pauses()
 
             async def instrument():
                 trio.lowlevel.add_instrument(steps)
@@ -334,39 +342,54 @@ def main() -> None:
             profile = cProfile.Profile() if args.profile else None
 
             async def round_once():
-                steps.on = True
+                steps.on = pauses.on = True
                 if profile is not None:
                     profile.enable()  # on the destination's thread: all of its loop
                 try:
                     return await sync.sync_once(MIRROR)
                 finally:
-                    steps.on = False
+                    steps.on = pauses.on = False
                     if profile is not None:
                         profile.disable()
 
-            def timed_round(kind: str) -> None:
+            def timed_round(kind: str, result: dict) -> None:
                 a = time.time()
                 status = dest._call(round_once)
                 b = time.time()
-                windows.append((a, b))
-                results[kind].append(b - a)
+                result["windows"].append((a, b))
+                result[kind].append(b - a)
                 kinds = {}
                 for c in status.changes if status.last_change_ms >= a * 1000 else []:
                     kinds[c.kind] = kinds.get(c.kind, 0) + 1
                 print(f"{kind} round: {b - a:.2f} s, changes {kinds or 'none'}, "
                       f"errors {status.errors}, notes {status.notes[:3]}", flush=True)  # fmt: skip
 
-            for i in range(args.repeat):
-                trio.run(_commit_all, bootstrap, args, 2 + i % 4)  # every group moves
-                timed_round("commit")
-                timed_round("steady")
-            idle_from = time.time()
-            time.sleep(max(8.0, 2 * sum(b - a for a, b in windows) / len(windows)))
-            idle = [(idle_from, time.time())]
+            results = {}
+            for variant in args.variants.split(","):
+                print(f"-- variant {variant} (load average {os.getloadavg()[0]:.1f})", flush=True)
+                dest._call(_apply_variant, dest.broker, variant)
+                time.sleep(5)  # the fetchers' first (full) fetch of the variant is not measured
+                idle_from = time.time()
+                time.sleep(args.idle)
+                result = {
+                    "commit": [],
+                    "steady": [],
+                    "windows": [],
+                    "idle": (idle_from, time.time()),
+                }
+                pauses.pauses.clear()
+                for i in range(args.repeat):
+                    trio.run(_commit_all, bootstrap, args, 2 + (len(results) * args.repeat + i) % 4)
+                    timed_round("commit", result)
+                    timed_round("steady", result)
+                result["gen2"] = list(pauses.pauses)
+                if args.steps:
+                    print(f"{variant}: ", end="")
+                    steps.report()
+                    steps.steps.clear()
+                results[variant] = result
             probe.collect()
             probe.stop()
-            produce_idle, fetch_idle = probe.between(idle)
-            produce_busy, fetch_busy = probe.between(windows)
     finally:
         source.stdin.close()
         try:  # a source of 10,000 partitions takes a while to close cleanly on a busy disk
@@ -378,36 +401,85 @@ def main() -> None:
     def spread(values):
         return f"{statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
 
-    report = {
-        "discovery_s": round(discovery, 1),
-        "commit_round_s": results["commit"],
-        "steady_round_s": results["steady"],
-        "produce_ms": {
-            "idle_p50": percentile(produce_idle, 0.5),
-            "idle_p99": percentile(produce_idle, 0.99),
-            "round_p50": percentile(produce_busy, 0.5),
-            "round_p99": percentile(produce_busy, 0.99),
-            "samples": [len(produce_idle), len(produce_busy)],
-        },
-        "fetch_ms": {
-            "idle_p50": percentile(fetch_idle, 0.5),
-            "idle_p99": percentile(fetch_idle, 0.99),
-            "round_p50": percentile(fetch_busy, 0.5),
-            "round_p99": percentile(fetch_busy, 0.99),
-        },
-    }
-    print(f"commit round ({args.groups} groups committed): {spread(results['commit'])}")
-    print(f"steady round (nothing to change): {spread(results['steady'])}")
-    for what in ("produce_ms", "fetch_ms"):
-        r = report[what]
-        print(f"{what[:-3]} latency p50 {r['idle_p50']:.2f} -> {r['round_p50']:.2f} ms, "
-              f"p99 {r['idle_p99']:.2f} -> {r['round_p99']:.2f} ms (idle -> during rounds)")  # fmt: skip
-    print(json.dumps(report))
-    if args.steps:
-        steps.report()
+    reports = {}
+    for variant, result in results.items():
+        produce_idle, fetch_idle = probe.between([result["idle"]])
+        produce_busy, fetch_busy = probe.between(result["windows"])
+        gen2 = result["gen2"]
+        report = reports[variant] = {
+            "discovery_s": round(discovery, 1),
+            "commit_round_s": result["commit"],
+            "steady_round_s": result["steady"],
+            "gen2_pauses_during_rounds": [len(gen2), round(max(gen2, default=0) * 1000, 1)],
+            "produce_ms": {
+                "idle_p50": percentile(produce_idle, 0.5),
+                "idle_p99": percentile(produce_idle, 0.99),
+                "round_p50": percentile(produce_busy, 0.5),
+                "round_p99": percentile(produce_busy, 0.99),
+                "samples": [len(produce_idle), len(produce_busy)],
+            },
+            "fetch_ms": {
+                "idle_p50": percentile(fetch_idle, 0.5),
+                "idle_p99": percentile(fetch_idle, 0.99),
+                "round_p50": percentile(fetch_busy, 0.5),
+                "round_p99": percentile(fetch_busy, 0.99),
+            },
+        }
+        print(f"== {variant}")
+        print(f"commit round ({args.groups} groups committed): {spread(result['commit'])}")
+        print(f"steady round (nothing to change): {spread(result['steady'])}")
+        print(f"full collections during the rounds: {len(gen2)}, longest "
+              f"{max(gen2, default=0) * 1000:.0f} ms")  # fmt: skip
+        for what in ("produce_ms", "fetch_ms"):
+            r = report[what]
+            print(f"{what[:-3]} latency p50 {r['idle_p50']:.2f} -> {r['round_p50']:.2f} ms "
+                  f"({r['round_p50'] / r['idle_p50']:.1f}x), p99 {r['idle_p99']:.2f} -> "
+                  f"{r['round_p99']:.2f} ms ({r['round_p99'] / r['idle_p99']:.1f}x) "
+                  "(idle -> during rounds)")  # fmt: skip
+    print(json.dumps(reports))
     if profile is not None:
         profile.dump_stats(args.profile)
         pstats.Stats(args.profile).sort_stats("cumulative").print_stats(40)
+
+
+class Gen2Pauses:
+    """The destination's full collections (generation 2) while ``on``: how long each took."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.pauses: list[float] = []
+        self._began = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        elif self.on:
+            self.pauses.append(time.perf_counter() - self._began)
+
+
+async def _apply_variant(broker, variant: str) -> None:
+    """``sessions`` / ``sessionless``: the mirror fetchers' Fetch with or without a KIP-227
+    session (the endpoint's handler swapped; a new one starts with a full fetch). ``+frozen``:
+    every object alive now (the 10,000 partitions' state) collected once and frozen out of the
+    collector's sight (what the broker's own policy does, ``kcore/server/gc_policy.py``);
+    ``+unfrozen``: ``gc.unfreeze()`` (as before that policy); neither: as the broker left it."""
+    from kcore.replica.fetch_session_handler import FetchSessionHandler
+
+    fetch, _, gc_policy = variant.partition("+")
+    for fetchers in broker.mirror_fetchers.values():
+        for task in fetchers.manager.fetchers.values():
+            task.endpoint.session = FetchSessionHandler() if fetch == "sessions" else None
+    if gc_policy == "frozen":
+        t = time.perf_counter()
+        gc.collect()
+        gc.freeze()
+        print(f"gc.collect() + gc.freeze(): {(time.perf_counter() - t) * 1000:.0f} ms, "
+              f"{gc.get_freeze_count()} objects frozen", flush=True)  # fmt: skip
+    elif gc_policy == "unfrozen":
+        gc.unfreeze()
 
 
 async def _commit_all(bootstrap: str, args, offset: int) -> None:

@@ -327,7 +327,7 @@ class PartitionLog(LogRetention, LogReads):
                 last,
                 is_transactional,
             )
-        segment = self._segment_for(size, max_ts, last, now_ms, limits)
+        segment = self._segment_for(size, max_ts, first, last, now_ms, limits)
         segment.append_batch(
             _STAMP.pack(first, length, leader_epoch), view[_STAMPED:], size, last, max_ts
         )
@@ -438,12 +438,8 @@ class PartitionLog(LogRetention, LogReads):
                 continue
             info = infos.get(pid)
             if info is None:
-                marker_origin = (
-                    AppendOrigin.COORDINATOR
-                    if b.is_control and origin is AppendOrigin.CLIENT
-                    else origin
-                )
-                info = infos[pid] = self.producer_state.prepare_update(pid, marker_origin)
+                # A marker is never of origin CLIENT here: the validator refused it already.
+                info = infos[pid] = self.producer_state.prepare_update(pid, origin)
             if b.is_control:
                 completed.append(
                     info.append_end_txn_marker(
@@ -480,7 +476,7 @@ class PartitionLog(LogRetention, LogReads):
         size = sum(v.batch.size_in_bytes for v in validated)
         first, last = validated[0].first_offset, validated[-1].last_offset
         limits = self._limits()
-        segment = self._segment_for(size, validated[0].max_timestamp, last, now_ms, limits)
+        segment = self._segment_for(size, validated[0].max_timestamp, first, last, now_ms, limits)
 
         # Kafka's shallow offset of the max timestamp: the last offset of the batch carrying it.
         max_ts, offset_of_max = NO_TIMESTAMP, -1
@@ -533,21 +529,37 @@ class PartitionLog(LogRetention, LogReads):
         if epoch >= 0 and (latest is None or epoch > latest):
             self.epoch_cache.assign(epoch, start_offset)
 
-    def _segment_for(self, size: int, max_ts: int, last: int, now_ms: int, limits) -> LogSegment:
-        """The segment an append of ``size`` bytes ending at offset ``last`` goes to: the
-        active one, or a new one when :meth:`_maybe_roll` decides (and logs) that one of its
-        conditions holds. The conditions are checked here first, inline: most appends roll
-        nothing and should not pay for the call."""
+    def _segment_for(
+        self, size: int, max_ts: int, first: int, last: int, now_ms: int, limits
+    ) -> LogSegment:
+        """The segment an append of ``size`` bytes from offset ``first`` to ``last`` goes to:
+        the active one, or a new one when one of Kafka's roll conditions (its
+        ``LogSegment.shouldRoll``) holds. Decided once, here, for every append."""
         segment = self.segments[-1]
         seg_size = segment.log.size
+        reason = None
+        # An empty segment takes any batch: rolling it would only leave an empty file behind.
         if seg_size > 0:
-            rolling_ts = segment.rolling_based_timestamp  # segment.ms: timeWaitedForRoll
-            waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
-            if seg_size + size > limits.segment_size or segment.is_full or waited > limits.roll_ms:
-                segment = self._maybe_roll(size, max_ts, last, now_ms)
-        if last - segment.base_offset > INT32_MAX:
-            segment = self._maybe_roll(size, max_ts, last, now_ms)
-        return segment
+            if seg_size + size > limits.segment_size:
+                reason = "segment.bytes"
+            elif segment.is_full:
+                reason = "index full"
+            else:
+                # segment.ms, Kafka's timeWaitedForRoll: from the first batch's timestamp when
+                # there is one, else from the segment's creation.
+                rolling_ts = segment.rolling_based_timestamp
+                waited = now_ms - segment.created_ms if rolling_ts is None else max_ts - rolling_ts
+                if waited > limits.roll_ms:
+                    reason = "segment.ms"
+        if reason is None:
+            if last - segment.base_offset <= INT32_MAX:
+                return segment
+            reason = "offset overflow"  # the index stores offsets as 32 bits above the base
+        # At the append's first offset, as Kafka's maybeRoll: a follower's (or the mirror's) batch
+        # may start far past the log end (a compacted source), so far that its offsets would not
+        # fit a segment based at the log end either.
+        log.debug("%s: rolling segment at %d (%s)", self.name, first, reason)
+        return self.roll(now_ms, first)
 
     def _commit_append(
         self,
@@ -594,38 +606,20 @@ class PartitionLog(LogRetention, LogReads):
 
     # -- rolling and flushing --------------------------------------------------------------
 
-    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int):
-        seg = self.active_segment
-        reason = None
-        if seg.size > 0 and seg.size + size > self.config.segment_size:
-            reason = "segment.bytes"
-        elif seg.size > 0 and seg.is_full:
-            reason = "index full"
-        elif last_offset - seg.base_offset > INT32_MAX:
-            reason = "offset overflow"
-        elif seg.size > 0:
-            # Kafka's timeWaitedForRoll: from the first batch's timestamp when there is one,
-            # else from the segment's creation.
-            first_ts = seg.rolling_based_timestamp
-            waited = now_ms - seg.created_ms if first_ts is None else max_timestamp - first_ts
-            if waited > self.config.max_segment_ms - self.config.segment_jitter_ms:
-                reason = "segment.ms"
-        if reason is None:
-            return seg
-        log.debug("%s: rolling segment at %d (%s)", self.name, self.log_end_offset, reason)
-        return self.roll(now_ms)
-
-    def roll(self, now_ms: int = 0) -> LogSegment:
-        """Start a new active segment at the log end offset."""
+    def roll(self, now_ms: int, next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``next_offset`` (the offset the next append starts
+        at), never below the log end offset. An empty active segment already based there is
+        kept; one based lower stays behind, empty, as in Kafka."""
         old = self.active_segment
-        if old.size == 0 and old.base_offset == self.log_end_offset:
+        base = self.log_end_offset if next_offset is None else max(next_offset, self.log_end_offset)
+        if old.size == 0 and old.base_offset == base:
             return old
         # Appends written behind reach the file before the segment is left: after a crash,
         # only the last segment may be short of its data (the loader recovers it).
         old.log.settle()
         old.on_become_inactive()
         self.producer_state.take_snapshot()
-        seg = LogSegment(self.dir, self.log_end_offset, self.segment_config, created_ms=now_ms)
+        seg = LogSegment(self.dir, base, self.segment_config, created_ms=now_ms)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         return seg

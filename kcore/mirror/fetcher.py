@@ -42,6 +42,7 @@ duplicate and truncation on fetch settles any divergence (D-14).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -370,6 +371,7 @@ class MirrorFetcherManager:
             _SourceLeaders(self.client(0), self.refusals),
             config=config,
             num_fetchers=num_fetchers,
+            wall_clock_ms=self.handler.now_ms,
         )
 
     def client(self, fetcher_number: int) -> KafkaClient:
@@ -500,7 +502,16 @@ class MirrorFetcherManager:
         return self.manager.partitions
 
     def source_offsets(self, tp: TopicPartition) -> SourceOffsets | None:
-        return self.handler.source.get(tp)
+        """The source partition as the last fetch answer saw it. In a fetch session an answer
+        carries only partitions with news, so ``last_fetch_ms`` is that of the last answered
+        fetch that covered ``tp``, whether or not ``tp`` was in the answer."""
+        offsets = self.handler.source.get(tp)
+        answered = self.manager.last_answered(tp)
+        if offsets is None or answered is None:
+            return offsets
+        if answered <= offsets.last_fetch_ms:
+            return offsets
+        return dataclasses.replace(offsets, last_fetch_ms=answered)
 
     def connection_state(self) -> str:
         """How this mirror reaches its source (D-32): ``unreachable`` while a partition's

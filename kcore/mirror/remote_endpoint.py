@@ -21,7 +21,9 @@ A connection the source refuses to log in (AuthenticationFailed) is reported to
 ``on_authentication_failed(partitions, error)`` before it is raised (M-114: the partitions'
 reason names the cause instead of a generic network error).
 
-Each Fetch is a full, sessionless one (session epoch -1). Responses are parsed into the
+The Fetch requests are incremental (KIP-227, from Fetch v7): the endpoint's
+:class:`~kcore.replica.fetch_session_handler.FetchSessionHandler` lists only partitions whose
+fetch position changed, and the source answers only partitions with news. Responses are parsed into the
 endpoint-neutral ``PartitionResponse``; the records stay memoryviews into the received frame.
 """
 
@@ -35,6 +37,7 @@ from kcore.client.cluster import KafkaClient
 from kcore.client.errors import AuthenticationFailed
 from kcore.mirror.throttle import MirrorThrottle
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.fetch_session_handler import FetchSessionHandler
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
 from kcore.replica.fetch_wire import (
     ListOffsetsMixin,
@@ -74,6 +77,7 @@ class RemoteLeaderEndpoint(ListOffsetsMixin):
         self.rack_id = rack_id
         self.throttle = throttle
         self.fetch_version: int | None = None  # negotiated on first use
+        self.session = FetchSessionHandler()  # KIP-227, with the one source broker
 
     @property
     def supports_last_fetched_epoch(self) -> bool:
@@ -98,6 +102,7 @@ class RemoteLeaderEndpoint(ListOffsetsMixin):
         body, names = fetch_request(
             plan,
             version,
+            session=self.session,
             replica_id=-1,  # a consumer fetch (M-26), bounded by the LSO (D-19)
             max_bytes=max_bytes,
             partition_max_bytes=partition_max_bytes,
@@ -106,12 +111,13 @@ class RemoteLeaderEndpoint(ListOffsetsMixin):
         # The long poll may take max_wait_ms: the request timeout must outlast it.
         timeout = plan.max_wait_ms / 1000 + (self.client.request_timeout or 30.0)
         response = await conn.request(body, version, timeout=timeout)
-        if response.error_code:
-            raise KafkaError(response.error_code, "Fetch from the source cluster failed")
+        out = fetch_responses(
+            response, version, names, session=self.session, leader="the source cluster"
+        )
         if throttle is not None:
             received = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
             throttle.record(received, trio.current_time())
-        return fetch_responses(response, version, names)
+        return out
 
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
         body = list_offsets_request(tp, leader_epoch, timestamp)

@@ -115,6 +115,11 @@ class PartitionFetchState:
     last_error: ErrorCode | None = None
     # Bumped on every change of fetch offset or epoch: a response is matched against it.
     version: int = 0
+    # The request last built for this state (at ``version``): handed out again while nothing
+    # changed, so a fetch session tells unchanged partitions apart by identity and a fetch of
+    # 10,000 partitions allocates no new request objects for idle ones.
+    request: FetchPartitionRequest | None = None
+    request_version: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +275,10 @@ class FetcherCore:
                 state.status = FetchStatus.FETCHING
             if state.status is not FetchStatus.FETCHING:
                 continue
-            last = state.last_fetched_epoch
-            parts.append(
-                FetchPartitionRequest(
+            request = state.request
+            if request is None or state.request_version != state.version:
+                last = state.last_fetched_epoch
+                request = state.request = FetchPartitionRequest(
                     tp[0],
                     tp[1],
                     state.topic_id,
@@ -281,7 +287,8 @@ class FetcherCore:
                     last if cfg.use_last_fetched_epoch and last is not None else -1,
                     cfg.partition_max_bytes,
                 )
-            )
+                state.request_version = state.version
+            parts.append(request)
             versions[tp] = state.version
         if not parts:
             return None

@@ -6,7 +6,8 @@ Both leader endpoints use these: the mirror's (a source-cluster broker, as a con
 id -1, READ_COMMITTED) and the follower's (the local cluster's leader, as a replica: its broker
 id and epoch in ``ReplicaState`` from v15, ``ReplicaId`` before). Versions decide the fields:
 from v12 ``LastFetchedEpoch`` and the diverging epoch (KIP-595), from v13 topic ids (KIP-516).
-Pure: no I/O; the records stay the response's memoryviews.
+From v7 an endpoint's :class:`~kcore.replica.fetch_session_handler.FetchSessionHandler` makes
+its requests incremental (KIP-227). Pure: no I/O; the records stay the response's memoryviews.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import uuid
 
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.fetch_session_handler import SESSION_ERRORS, FetchSessionHandler
 from kcore.replica.fetch_state import FetchPlan, PartitionResponse, TopicPartition
 
 __all__ = [
@@ -41,23 +43,36 @@ def fetch_request(
     plan: FetchPlan,
     version: int,
     *,
+    session: FetchSessionHandler | None = None,
     replica_id: int = -1,
     replica_epoch: int = -1,
     max_bytes: int | None = None,
     partition_max_bytes: int | None = None,
     rack_id: str = "",
 ) -> tuple[m.FetchRequest, dict[uuid.UUID, str]]:
-    """The sessionless Fetch of ``plan`` at ``version``, and the topic names by id (to read
-    the answer). ``max_bytes`` / ``partition_max_bytes`` lower the plan's (a throttle)."""
+    """The Fetch of ``plan`` at ``version``, and the topic names by id (to read the answer).
+    With a ``session`` (v7+) only what changed since the last request is listed (KIP-227);
+    without, every partition, sessionless. ``max_bytes`` / ``partition_max_bytes`` lower the
+    plan's (a throttle)."""
     F = m.FetchRequest
     with_epoch = version >= LAST_FETCHED_EPOCH_VERSION
+    names: dict[uuid.UUID, str] = {}
+    for p in plan.partitions:  # every partition: an incremental answer may carry any of them
+        names[p.topic_id] = p.topic
+    if session is not None:
+        fetch = session.build(plan.partitions, version, partition_max_bytes)
+        session_id, session_epoch = fetch.session_id, fetch.session_epoch
+        to_send, to_forget = fetch.to_send, fetch.to_forget
+    else:
+        session_id, session_epoch, to_forget = 0, -1, []
+        to_send = [
+            (p, p.partition_max_bytes if partition_max_bytes is None
+             else min(p.partition_max_bytes, partition_max_bytes))
+            for p in plan.partitions
+        ]  # fmt: skip
     topics: dict[str, list] = {}
     ids: dict[str, uuid.UUID] = {}
-    names: dict[uuid.UUID, str] = {}
-    for p in plan.partitions:
-        limit = p.partition_max_bytes
-        if partition_max_bytes is not None:
-            limit = min(limit, partition_max_bytes)
+    for p, limit in to_send:
         topics.setdefault(p.topic, []).append(
             F.FetchPartition(
                 partition=p.partition,
@@ -68,17 +83,24 @@ def fetch_request(
             )
         )
         ids[p.topic] = p.topic_id
-        names[p.topic_id] = p.topic
+    forgotten: dict[str, list[int]] = {}
+    for topic, topic_id, partition in to_forget:
+        forgotten.setdefault(topic, []).append(partition)
+        ids[topic] = topic_id
     body = F(
         max_wait_ms=plan.max_wait_ms,
         min_bytes=plan.min_bytes,
         max_bytes=plan.max_bytes if max_bytes is None else max_bytes,
         isolation_level=plan.isolation_level,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=[
             F.FetchTopic(topic=name, topic_id=ids[name], partitions=parts)
             for name, parts in topics.items()
+        ],
+        forgotten_topics_data=[
+            F.ForgottenTopic(topic=name, topic_id=ids[name], partitions=parts)
+            for name, parts in forgotten.items()
         ],
         rack_id=rack_id,
     )
@@ -90,9 +112,21 @@ def fetch_request(
 
 
 def fetch_responses(
-    response: m.FetchResponse, version: int, names: dict[uuid.UUID, str]
+    response: m.FetchResponse,
+    version: int,
+    names: dict[uuid.UUID, str],
+    *,
+    session: FetchSessionHandler | None = None,
+    leader: str = "the leader",
 ) -> dict[TopicPartition, PartitionResponse]:
-    """Each partition of a Fetch response (partitions of unknown topics are left out)."""
+    """Each partition of a Fetch response (partitions of unknown topics are left out). A
+    top-level error raises KafkaError (``leader`` names who answered), except the session's
+    own errors: those answer nothing, and the ``session``'s next request is a full one."""
+    usable = session is None or session.handle_response(response.error_code, response.session_id)
+    if not usable and response.error_code in SESSION_ERRORS:
+        return {}
+    if response.error_code:
+        raise KafkaError(response.error_code, f"Fetch from {leader} failed")
     by_id = version >= TOPIC_ID_VERSION
     with_epoch = version >= LAST_FETCHED_EPOCH_VERSION
     out: dict[TopicPartition, PartitionResponse] = {}
@@ -102,7 +136,7 @@ def fetch_responses(
             continue
         for p in t.partitions:
             diverging = p.diverging_epoch if with_epoch else None
-            leader = p.current_leader if with_epoch else None
+            leader_at = p.current_leader if with_epoch else None
             out[(name, p.partition_index)] = PartitionResponse(
                 error_code=p.error_code,
                 high_watermark=p.high_watermark,
@@ -115,8 +149,8 @@ def fetch_responses(
                     else None
                 ),
                 current_leader=(
-                    (leader.leader_id, leader.leader_epoch)
-                    if leader is not None and leader.leader_id >= 0
+                    (leader_at.leader_id, leader_at.leader_epoch)
+                    if leader_at is not None and leader_at.leader_id >= 0
                     else None
                 ),
             )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -161,8 +162,10 @@ class FetcherTask:
         config: FetcherConfig,
         on_leader_change: Callable[[TopicPartition, PartitionError], None],
         on_failed: Callable[[TopicPartition], None] = lambda tp: None,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.name = name
+        self.wall_clock_ms = wall_clock_ms
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.handler = handler
@@ -176,6 +179,10 @@ class FetcherTask:
         self._wake = trio.Event()
         self._closed = False
         self.fetches = 0  # requests sent (tests and metrics)
+        # When the last answered fetch came (wall clock, ms) and the partitions it covered. In a
+        # fetch session an answer leaves out partitions without news, so "answered" cannot be
+        # told from the partitions in it.
+        self.last_answered: tuple[int, Mapping[TopicPartition, int]] | None = None
 
     # -- membership (the manager calls these) --------------------------------------------------
 
@@ -233,6 +240,7 @@ class FetcherTask:
             for req in plan.partitions:
                 self.core.delay((req.topic, req.partition), now, ErrorCode.NETWORK_EXCEPTION)
             return
+        self.last_answered = (self.wall_clock_ms(), plan.versions)
         for tp, response in responses.items():
             if response.error_code == 0:
                 self.handler.on_fetched(tp, response)
@@ -243,11 +251,16 @@ class FetcherTask:
     async def _process(self, output) -> None:
         core = self.core
         tp = output.tp
+        awaited = _AWAITED.get(type(output))
+        if awaited is not None:
+            state = core.partitions.get(tp)
+            # Removed (or re-added) while an earlier output of the same answer was processed:
+            # the answer is stale, and acting on it would append to, or truncate, a log this
+            # fetcher no longer owns (Kafka checks the partition's fetch state the same way).
+            if state is None or state.status is not awaited:
+                return
         try:
             if isinstance(output, AppendRecords):
-                state = core.partitions.get(tp)
-                if state is None or state.status is not FetchStatus.PENDING:
-                    return  # removed (or re-added) while an earlier output was processed
                 result = self.handler.append(output)
                 if result.refetch:
                     core.truncated(tp, result.next_offset, result.last_epoch)
@@ -259,10 +272,8 @@ class FetcherTask:
                 offset, epoch = self.handler.truncate_on_divergence(output)
                 core.truncated(tp, offset, epoch)
             elif isinstance(output, HandleOutOfRange):
-                state = core.partitions.get(tp)
-                epoch = -1 if state is None else state.current_leader_epoch
                 action = await self.handler.resolve_out_of_range(
-                    tp, output.fetch_offset, self.endpoint, epoch
+                    tp, output.fetch_offset, self.endpoint, state.current_leader_epoch
                 )
                 if action.fail is not None:
                     core.remove_partition(tp)
@@ -287,6 +298,14 @@ class FetcherTask:
             code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
             log.warning("%s: %s failed for %s-%d: %s", self.name, type(output).__name__, *tp, e)
             core.delay(tp, trio.current_time(), code)
+
+
+#: The status the core leaves a partition in when it hands out each kind of local work.
+_AWAITED = {
+    AppendRecords: FetchStatus.PENDING,
+    TruncateOnDivergence: FetchStatus.TRUNCATING,
+    HandleOutOfRange: FetchStatus.TRUNCATING,
+}
 
 
 def _replace(config: FetcherConfig, **changes) -> FetcherConfig:
@@ -320,6 +339,7 @@ class FetcherManager:
         num_fetchers: int = 1,
         relocate_backoff_s: float = 0.1,
         relocate_backoff_max_s: float = 5.0,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if num_fetchers < 1:
             raise ValueError(f"num_fetchers must be at least 1, not {num_fetchers}")
@@ -331,6 +351,7 @@ class FetcherManager:
         self.num_fetchers = num_fetchers
         self.relocate_backoff_s = relocate_backoff_s
         self.relocate_backoff_max_s = relocate_backoff_max_s
+        self.wall_clock_ms = wall_clock_ms
         self.fetchers: dict[tuple[int, int], FetcherTask] = {}
         self._placement: dict[TopicPartition, tuple[int, int]] = {}
         self._relocating: dict[TopicPartition, InitialFetchState] = {}
@@ -390,6 +411,15 @@ class FetcherManager:
         key = self._placement.get(tp)
         return None if key is None else key[0]
 
+    def last_answered(self, tp: TopicPartition) -> int | None:
+        """When (wall clock, ms) the last answered fetch of ``tp``'s fetcher came, if ``tp``
+        was in it (None otherwise): the partition was fetched then, news or not."""
+        key = self._placement.get(tp)
+        answered = None if key is None else self.fetchers[key].last_answered
+        if answered is None or tp not in answered[1]:
+            return None
+        return answered[0]
+
     def fetch_state(self, tp: TopicPartition):
         key = self._placement.get(tp)
         return None if key is None else self.fetchers[key].core.partitions.get(tp)
@@ -437,6 +467,7 @@ class FetcherManager:
             self.config,
             self._leader_changed,
             self._remove,
+            self.wall_clock_ms,
         )
         self.fetchers[key] = fetcher
         self._nursery.start_soon(fetcher.run)

@@ -21,7 +21,8 @@ Two services of the broker, both over the replica manager:
   ``LeaderIsrState.failed`` to propose again later). The controller fences stale ones
   (``kcore.metadata.replication.alter_partition``).
 
-A :class:`FollowerLeaderEndpoint` sends sessionless Fetch requests as a replica (Fetch v15+
+A :class:`FollowerLeaderEndpoint` sends incremental Fetch requests (KIP-227, its
+``FetchSessionHandler``) as a replica (Fetch v15+
 ``ReplicaState``: this broker's id and epoch; ``ReplicaId`` before) to the leader's
 inter-broker listener as the metadata image registers it, over one connection opened on first
 use and again after a failure.
@@ -37,6 +38,7 @@ import trio
 from kcore.client.connection import BrokerConnection
 from kcore.protocol import messages as m
 from kcore.protocol.errors import ErrorCode, KafkaError
+from kcore.replica.fetch_session_handler import FetchSessionHandler
 from kcore.replica.fetch_state import FetcherConfig, FetchPlan, PartitionResponse, TopicPartition
 from kcore.replica.fetch_wire import (
     FETCH_KEY,
@@ -91,6 +93,7 @@ class FollowerLeaderEndpoint(ListOffsetsMixin):
         self.leader_id = leader_id
         self.client_id = f"broker-{broker.node_id}-fetcher-{fetcher_number}"
         self._conn: BrokerConnection | None = None
+        self.session = FetchSessionHandler()  # KIP-227
 
     async def _connection(self) -> BrokerConnection:
         if self._conn is not None:
@@ -126,14 +129,18 @@ class FollowerLeaderEndpoint(ListOffsetsMixin):
         conn = await self._connection()
         version = conn.version_for(FETCH_KEY)
         body, names = fetch_request(
-            plan, version, replica_id=self.broker.node_id, replica_epoch=self.broker.broker_epoch
+            plan,
+            version,
+            session=self.session,
+            replica_id=self.broker.node_id,
+            replica_epoch=self.broker.broker_epoch,
         )
         # The long poll may take max_wait_ms: the request timeout must outlast it.
         timeout = plan.max_wait_ms / 1000 + (conn.request_timeout or 30.0)
         response = await self._request(body, version, timeout)
-        if response.error_code:
-            raise KafkaError(response.error_code, f"Fetch from broker {self.leader_id} failed")
-        return fetch_responses(response, version, names)
+        return fetch_responses(
+            response, version, names, session=self.session, leader=f"broker {self.leader_id}"
+        )
 
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
         body = list_offsets_request(tp, leader_epoch, timestamp, replica_id=self.broker.node_id)
